@@ -1,0 +1,34 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    Elementwise hyperbolic tangent, y = tanh(x).
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: tensor of shape (batch_size, dim).
+
+        Returns:
+            Tensor of the same shape, tanh(x).
+        """
+        return torch.tanh(x)
+
+
+batch_size = 4096
+dim = 393216
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []  # no initialization arguments

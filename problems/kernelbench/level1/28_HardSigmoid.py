@@ -1,0 +1,35 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """
+    Elementwise HardSigmoid activation, y = clamp(x / 6 + 1 / 2, 0, 1).
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: tensor of shape (batch_size, dim).
+
+        Returns:
+            Tensor of the same shape, hardsigmoid(x).
+        """
+        return F.hardsigmoid(x)
+
+
+batch_size = 4096
+dim = 393216
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []  # no initialization arguments

@@ -1,0 +1,38 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    Max reduction over one dimension (given at construction): the maximum values (not their indices); the
+    reduced dimension is removed.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: tensor of shape (batch_size, dim1, dim2).
+
+        Returns:
+            Tensor with dimension self.dim removed, e.g. (batch_size, dim2) for dim 1.
+        """
+        return torch.max(x, dim=self.dim)[0]
+
+
+batch_size = 128
+dim1 = 4096
+dim2 = 4095
+reduce_dim = 1
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [reduce_dim]

@@ -1,0 +1,62 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Transposed 3D convolution (nn.ConvTranspose3d) with a cubic kernel; the input's three spatial sizes are separate constants (equal at the official size), no bias by default."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        output_padding: int = 0,
+        groups: int = 1,
+        bias: bool = False,
+    ):
+        """
+        Args:
+            in_channels: channels of the input.
+            out_channels: channels produced by the transposed convolution.
+            kernel_size: edge length of the cubic kernel.
+            stride: stride of the transposed convolution.
+            padding: number of elements trimmed from each side of every spatial output dimension.
+            output_padding: extra size added to one side of the output.
+            groups: number of blocked connections from input to output channels.
+            bias: whether to add a learnable bias.
+        """
+        super().__init__()
+        self.conv_transpose3d = nn.ConvTranspose3d(
+            in_channels, out_channels, kernel_size,
+            stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: input of shape (batch_size, in_channels, depth, height, width).
+
+        Returns:
+            Output of shape (batch_size, out_channels, depth_out, height_out, width_out).
+        """
+        return self.conv_transpose3d(x)
+
+
+batch_size = 8
+in_channels = 48
+out_channels = 24
+kernel_size = 3
+depth = 96
+height = 96
+width = 96
+
+
+def get_inputs():
+    x = torch.rand(batch_size, in_channels, depth, height, width)
+    return [x]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,38 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    Matrix multiplication C = A @ B with irregular sizes that are not powers of two or multiples of common
+    tile sizes: A is M x K and B is K x N.
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            A: tensor of shape (M, K).
+            B: tensor of shape (K, N).
+
+        Returns:
+            Tensor of shape (M, N), the product A @ B.
+        """
+        return torch.matmul(A, B)
+
+
+M = 8205
+K = 2949
+N = 5921
+
+
+def get_inputs():
+    A = torch.rand(M, K)
+    B = torch.rand(K, N)
+    return [A, B]
+
+
+def get_init_inputs():
+    return []  # no initialization arguments

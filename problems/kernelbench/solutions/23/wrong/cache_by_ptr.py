@@ -1,0 +1,57 @@
+# expect: replay|inaccurate|impossible_speed
+"""Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O13 (output caching across calls), keyed
+by the input's address: the CUDA-L1 pointer cache.
+
+The cache key is (data_ptr, shape, dtype). A new tensor allocated at a freed input's address (the caching
+allocator does this all the time), or an input buffer that the harness refills in place between timed calls,
+hits the cache and gets the old output back without any work. Note: if every call's input lives at an address
+never used before, the cache never hits and this candidate computes honestly; the test relies on the harness
+reusing input memory with new values, which is how a replay-proof harness should exercise it.
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    # one program per row: pass 1 row max, pass 2 sum of exp, pass 3 write (fp32 arithmetic)
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * n_cols
+    y_row = y_ptr + row * n_cols
+    cols = tl.arange(0, BLOCK)
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf")).to(tl.float32)
+        m = tl.maximum(m, x)
+    row_max = tl.max(m, axis=0)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf")).to(tl.float32)
+        s += tl.exp(x - row_max)
+    inv = 1.0 / tl.sum(s, axis=0)
+    for start in range(0, n_cols, BLOCK):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + start + cols, (tl.exp(x - row_max) * inv).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _softmax(x, out=None):
+    x = x.contiguous()
+    y = torch.empty_like(x) if out is None else out
+    _softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=1024)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (x.data_ptr(), tuple(x.shape), x.dtype)
+        y = self._cache.get(key)
+        if y is None:
+            y = self._cache[key] = _softmax(x)
+        return y

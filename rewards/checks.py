@@ -1,0 +1,232 @@
+"""Correctness checks: pure functions over the trusted reference and the candidate's returned outputs.
+
+Every check returns a :class:`Check` with the figure it measured and the threshold it used, so a user can see
+why a candidate passed or failed. None of these functions ever runs candidate code: the outputs they receive
+are plain tensors rebuilt from bytes on the trusted side.
+
+Thresholds (``tolerances``):
+
+=========  ==========================  ===========================
+precision  relative Frobenius error    max error / max |y|
+=========  ==========================  ===========================
+bf16       < 2e-2 (the paper's)        < 5e-2 (the paper's)
+fp16       < 1e-2                      < 2.5e-2
+fp32       < 1e-4                      < 1e-3
+=========  ==========================  ===========================
+
+fp32 is tight on purpose: an fp32 problem asks for fp32 arithmetic, so TF32 or bf16 shortcuts inside an fp32
+kernel (reward hack O9) fail it; a policy that wants tensor cores should target the bf16 precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+TOLERANCES = {
+    "bf16": {"rel_frobenius": 2e-2, "max_rel": 5e-2},
+    "fp16": {"rel_frobenius": 1e-2, "max_rel": 2.5e-2},
+    "fp32": {"rel_frobenius": 1e-4, "max_rel": 1e-3},
+}
+# Invariants are checked on outputs rounded to the precision, so their tolerance is looser than the error
+# thresholds at low precision.
+INVARIANT_TOLERANCE = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-3}
+
+_CHUNK = 1 << 24  # elements per chunk when reducing big tensors in float64
+
+
+@dataclasses.dataclass
+class Check:
+    """One named check with its figure, threshold and the failure category it maps to."""
+
+    name: str
+    passed: bool
+    value: float | None = None
+    threshold: float | None = None
+    detail: str = ""
+    category: str | None = None  # category when this check fails
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for k in ("value", "threshold"):
+            v = d[k]
+            if isinstance(v, float) and not math.isfinite(v):
+                d[k] = repr(v)
+        return d
+
+
+def tolerances(precision: str, override: dict | None = None) -> dict:
+    tol = dict(TOLERANCES[precision])
+    for k, v in (override or {}).get(precision, {}).items():
+        tol[k] = float(v)
+    return tol
+
+
+def _flat_chunks(t: torch.Tensor):
+    flat = t.reshape(-1)
+    for i in range(0, flat.numel(), _CHUNK):
+        yield flat[i:i + _CHUNK]
+
+
+def error_figures(ref: torch.Tensor, out: torch.Tensor) -> dict:
+    """Relative Frobenius and max-normalised errors, reduced in float64 chunk by chunk.
+
+    Non-finite positions are excluded here (``check_finite`` judges them). Returns ``rel_frobenius``,
+    ``max_rel``, ``ref_norm``, ``ref_max_abs``, ``max_abs_err``.
+    """
+    sq_err = sq_ref = 0.0
+    max_err = max_ref = 0.0
+    for r, o in zip(_flat_chunks(ref), _flat_chunks(out)):
+        r64, o64 = r.double(), o.double()
+        ok = torch.isfinite(r64) & torch.isfinite(o64)
+        r64 = torch.where(ok, r64, 0.0)
+        o64 = torch.where(ok, o64, 0.0)
+        d = o64 - r64
+        sq_err += float((d * d).sum())
+        sq_ref += float((r64 * r64).sum())
+        if d.numel():
+            max_err = max(max_err, float(d.abs().max()))
+            max_ref = max(max_ref, float(r64.abs().max()))
+    ref_norm = math.sqrt(sq_ref)
+    err_norm = math.sqrt(sq_err)
+    rel_f = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    max_rel = max_err / max_ref if max_ref > 0 else (0.0 if max_err == 0 else math.inf)
+    return {"rel_frobenius": rel_f, "max_rel": max_rel, "ref_norm": ref_norm, "ref_max_abs": max_ref,
+            "max_abs_err": max_err}
+
+
+def check_structure(ref: torch.Tensor, out: torch.Tensor, meta: dict, index: int) -> list[Check]:
+    """Type (plain ``torch.Tensor``, reported by the worker before any method of the object ran), dtype,
+    shape."""
+    tag = f"[{index}]"
+    checks = [Check(f"type{tag}", meta.get("type") == "torch.Tensor", detail=f"returned {meta.get('type')}",
+                    category="wrong_type")]
+    checks.append(Check(f"dtype{tag}", out.dtype == ref.dtype,
+                        detail=f"expected {ref.dtype}, got {out.dtype}", category="wrong_type"))
+    checks.append(Check(f"shape{tag}", tuple(out.shape) == tuple(ref.shape),
+                        detail=f"expected {tuple(ref.shape)}, got {tuple(out.shape)}", category="wrong_shape"))
+    return checks
+
+
+def check_finite(ref: torch.Tensor, out: torch.Tensor, index: int) -> Check:
+    """NaN or Inf only where the reference has the same (NaN where NaN, +Inf where +Inf, ...)."""
+    if not (out.is_floating_point() or out.is_complex()):
+        return Check(f"finite[{index}]", True, 0.0, 0.0, "integer output")
+    bad = 0
+    for r, o in zip(_flat_chunks(ref), _flat_chunks(out)):
+        o_nf = ~torch.isfinite(o)
+        if not bool(o_nf.any()):
+            continue
+        same = (torch.isnan(o) & torch.isnan(r)) | (torch.isinf(o) & torch.isinf(r) & (torch.sign(o) == torch.sign(r)))
+        bad += int((o_nf & ~same).sum())
+    return Check(f"finite[{index}]", bad == 0, float(bad), 0.0,
+                 f"{bad} NaN/Inf elements where the reference is finite", category="nonfinite")
+
+
+def check_error(ref: torch.Tensor, out: torch.Tensor, precision: str, index: int, override=None,
+                label: str = "") -> list[Check]:
+    """The paper's scale-invariant criteria: relative Frobenius error and max error over max |y|."""
+    tol = tolerances(precision, override)
+    if not ref.is_floating_point():
+        mismatch = int((ref != out).sum())
+        frac = mismatch / max(ref.numel(), 1)
+        return [Check(f"exact{label}[{index}]", mismatch == 0, frac, 0.0,
+                      f"{mismatch} of {ref.numel()} integer elements differ", category="inaccurate")]
+    f = error_figures(ref, out)
+    return [
+        Check(f"rel_frobenius{label}[{index}]", f["rel_frobenius"] < tol["rel_frobenius"], f["rel_frobenius"],
+              tol["rel_frobenius"], f"||y'-y||_F/||y||_F over {ref.numel()} elements", category="inaccurate"),
+        Check(f"max_rel{label}[{index}]", f["max_rel"] < tol["max_rel"], f["max_rel"], tol["max_rel"],
+              f"max|y'-y| = {f['max_abs_err']:.3g}, max|y| = {f['ref_max_abs']:.3g}", category="inaccurate"),
+    ]
+
+
+def unwritten_count(out_a: torch.Tensor, out_b: torch.Tensor, pattern_a: int, pattern_b: int) -> int:
+    """Elements that still hold the poison byte pattern in both runs (never written by the candidate).
+
+    ``out_a`` came from a run with memory poisoned with byte ``pattern_a`` and ``out_b`` with ``pattern_b``;
+    an element counts as unwritten only if it holds the full pattern in both, so an output whose true value
+    happens to equal one pattern is not miscounted.
+    """
+    esize = out_a.element_size()
+    itype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[esize]
+
+    def word(byte: int) -> int:
+        w = int.from_bytes(bytes([byte]) * esize, "little", signed=True)
+        return w
+
+    wa, wb = word(pattern_a), word(pattern_b)
+    if esize == 1:
+        wa, wb = pattern_a, pattern_b
+    n = 0
+    for a, b in zip(_flat_chunks(out_a.contiguous()), _flat_chunks(out_b.contiguous())):
+        n += int(((a.view(itype) == wa) & (b.view(itype) == wb)).sum())
+    return n
+
+
+def nonzero_fraction(t: torch.Tensor) -> float:
+    nz = sum(int((c != 0).sum()) for c in _flat_chunks(t))
+    return nz / max(t.numel(), 1)
+
+
+def check_written(ref: torch.Tensor, out_a: torch.Tensor, out_b: torch.Tensor | None, pattern_a: int,
+                  pattern_b: int, index: int) -> list[Check]:
+    """Written fraction from two poison patterns, and the output's nonzero fraction against the reference's.
+
+    Every element must be written. The nonzero-fraction check catches a buffer that was zero-filled but whose
+    computed part is tiny (the paper's Example B, 0.3% written): it must be at least the reference's own
+    nonzero fraction minus 1% (values that legitimately round to zero).
+    """
+    checks = []
+    if out_b is not None and out_b.shape == out_a.shape:
+        unw = unwritten_count(out_a, out_b, pattern_a, pattern_b)
+        frac = 1 - unw / max(out_a.numel(), 1)
+        checks.append(Check(f"written_fraction[{index}]", unw == 0, frac, 1.0,
+                            f"{unw} of {out_a.numel()} elements still hold the poison pattern",
+                            category="unwritten"))
+    ref_nz, out_nz = nonzero_fraction(ref), nonzero_fraction(out_a)
+    checks.append(Check(f"nonzero_fraction[{index}]", out_nz >= ref_nz - 0.01, out_nz, ref_nz - 0.01,
+                        f"output {out_nz:.4%} nonzero, reference {ref_nz:.4%}", category="unwritten"))
+    return checks
+
+
+def check_deterministic(out_a: torch.Tensor, out_b: torch.Tensor, ref: torch.Tensor, precision: str,
+                        index: int, override=None) -> Check:
+    """Two runs on the same input must agree within the correctness tolerance (scaled by the reference)."""
+    if out_a.shape != out_b.shape:
+        return Check(f"deterministic[{index}]", False, None, None, "the two runs returned different shapes",
+                     category="nondeterministic")
+    if not out_a.is_floating_point():
+        diff = int((out_a != out_b).sum())
+        return Check(f"deterministic[{index}]", diff == 0, float(diff), 0.0, f"{diff} elements differ",
+                     category="nondeterministic")
+    tol = tolerances(precision, override)
+    sq = 0.0
+    for a, b in zip(_flat_chunks(out_a), _flat_chunks(out_b)):
+        d = torch.nan_to_num(a.double() - b.double(), nan=0.0, posinf=0.0, neginf=0.0)
+        sq += float((d * d).sum())
+    ref_norm = error_figures(ref, ref)["ref_norm"]
+    rel = math.sqrt(sq) / ref_norm if ref_norm > 0 else (0.0 if sq == 0 else math.inf)
+    return Check(f"deterministic[{index}]", rel < tol["rel_frobenius"], rel, tol["rel_frobenius"],
+                 "||run1 - run2||_F / ||y||_F on the same input", category="nondeterministic")
+
+
+def check_sampled(ref_values: torch.Tensor, got_values: torch.Tensor, ref_max_abs: float, precision: str,
+                  name: str, category: str, override=None) -> Check:
+    """Compare values sampled at secret positions (timed outputs, inputs after the call)."""
+    tol = tolerances(precision, override)
+    if got_values.shape != ref_values.shape:
+        return Check(name, False, None, None, "sample has the wrong size", category=category)
+    if category == "mutation":
+        same = (got_values == ref_values) | (torch.isnan(got_values) & torch.isnan(ref_values))
+        diff = int((~same).sum())
+        return Check(name, diff == 0, float(diff), 0.0, f"{diff} of {got_values.numel()} sampled input "
+                     "elements changed", category=category)
+    d = (got_values.double() - ref_values.double()).abs()
+    d = torch.where(torch.isnan(d), torch.full_like(d, math.inf), d)
+    worst = float(d.max()) if d.numel() else 0.0
+    scale = ref_max_abs if ref_max_abs > 0 else 1.0
+    return Check(name, worst / scale < tol["max_rel"], worst / scale, tol["max_rel"],
+                 f"max error over {got_values.numel()} sampled elements / max|y|", category=category)

@@ -1,0 +1,560 @@
+"""The trusted supervisor: runs one candidate in a fresh sandboxed worker and turns what comes back into a result.
+
+The supervisor holds the secret, the reference model, the reference outputs and the baselines; the worker
+holds none of them. For each evaluation it takes a never-used worker from a pool of one, sends it the
+candidate, draws inputs for each correctness trial from seeds mixed with its secret, compares the returned
+outputs with its own reference outputs, times the candidate with fresh inputs every call and re-checks
+outputs of timed calls chosen after the fact, then calls the pure verdict and reward functions of
+``kbenv.rewards``. Every phase has a wall-clock limit enforced from here (the worker is killed on expiry).
+
+Candidate faults become typed results; faults of the harness (a reference that raises, a baseline that cannot
+be measured, a bug here) raise :class:`HarnessError` and are never turned into a low reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+
+from kbenv.problems import PRECISIONS, Problem, get_problem, make_inputs, make_model
+from kbenv.rewards import checks as C
+from kbenv.rewards.amdahl import share_for
+from kbenv.rewards.reward import compute_reward, speedup as speedup_of
+from kbenv.rewards.verdict import CORRECTNESS_CATEGORIES, Trial, judge
+from kbenv.sandbox import wire
+from kbenv.sandbox.baselines import BaselineCache
+from kbenv.sandbox.result import EvalRequest, EvalResult
+
+PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison bytes: 0xFEFEFEFE is -1.7e38 in fp32, 0x7F7F... is +3.4e38
+N_INPUT_SAMPLES = 4096
+DEFAULT_LIMITS = {"compile_s": 180.0, "trial_s": 120.0, "timing_s": 300.0, "spawn_s": 120.0}
+# Peak figures for the physical floor (H200 SXM: HBM3e 4.8 TB/s datasheet; dense bf16 ~990 TFLOP/s; fp32
+# non-tensor ~67 TFLOP/s). A kernel reported faster than min-bytes / peak is rejected, never paid.
+PEAKS = {"bytes_per_s": 4.8e12, "flops": {"bf16": 990e12, "fp16": 990e12, "fp32": 67e12}}
+
+
+class HarnessError(RuntimeError):
+    """A fault of kbenv itself: raised loudly, never converted into a reward."""
+
+
+class CandidateFault(Exception):
+    def __init__(self, category: str, reason: str, error: str | None = None):
+        super().__init__(reason)
+        self.category, self.reason, self.error = category, reason, error
+
+
+def have_bwrap() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+@dataclasses.dataclass
+class _ProblemState:
+    problem: Problem
+    ns: dict
+    model: torch.nn.Module
+    refs: OrderedDict  # (seed, domain) -> (inputs, outputs)
+
+
+class _WorkerProc:
+    """A spawned worker: its process, pipes, arena and private directory."""
+
+    def __init__(self, proc, fd_to, fd_from, arena_fd, workdir: Path, log_path: Path):
+        self.proc, self.fd_to, self.fd_from = proc, fd_to, fd_from
+        self.arena = wire.TensorArena(arena_fd)
+        self.workdir, self.log_path = workdir, log_path
+        self.nonce = os.urandom(16).hex()
+
+    def send(self, obj: dict) -> None:
+        obj["nonce"] = self.nonce
+        try:
+            wire.write_frame(self.fd_to, obj)
+        except (BrokenPipeError, OSError) as e:
+            raise wire.ChannelClosed(f"worker pipe closed: {e}") from e
+
+    def recv(self, timeout_s: float) -> dict:
+        msg = wire.read_frame(self.fd_from, time.monotonic() + timeout_s)
+        if msg.get("nonce") != self.nonce:
+            raise wire.ChannelClosed("frame with a wrong nonce")
+        return msg
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired as e:
+            raise HarnessError(f"worker {self.proc.pid} survived SIGKILL") from e
+        for fd in (self.fd_to, self.fd_from, self.arena.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+class Supervisor:
+    """Evaluates candidates for one device. Not thread-safe: one evaluation at a time (one per GPU).
+
+    Args:
+        device: ``cpu`` or ``cuda[:i]``.
+        sandbox: ``bwrap`` (fail if missing), ``none`` (rlimits and a private directory only) or ``auto``.
+        cache_dir: where baselines and Triton compile caches persist.
+        limits: per-phase wall-clock limits in seconds (``compile_s``, ``trial_s``, ``timing_s``).
+        timing: ``{"n_warmup", "n_trials", "n_checked"}``; defaults to KernelBench's protocol on cuda (5
+            warmups, 100 trials, first discarded) and a short run on cpu.
+        reference_budget_bytes: LRU budget for cached reference inputs and outputs on the device.
+        baselines: which baselines to time (``eager``, ``compile``); the faster is the speedup's denominator.
+        memory_limit_bytes: host address-space limit for the worker (cpu only; CUDA needs a large virtual
+            address space) and the GPU memory fraction cap on cuda.
+        secret: bytes mixed into every seed; random by default.
+    """
+
+    def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
+                 limits: dict | None = None, timing: dict | None = None,
+                 reference_budget_bytes: int | None = None, baselines: tuple = ("eager", "compile"),
+                 memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True):
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if sandbox == "auto":
+            sandbox = "bwrap" if have_bwrap() else "none"
+        if sandbox == "bwrap" and not have_bwrap():
+            raise HarnessError("sandbox='bwrap' but bubblewrap is not installed (apt-get install bubblewrap)")
+        self.sandbox = sandbox
+        self.cache_dir = Path(cache_dir or os.environ.get("KBENV_CACHE", Path.home() / ".cache" / "kbenv"))
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.limits = {**DEFAULT_LIMITS, **(limits or {})}
+        cuda = self.device.type == "cuda"
+        self.timing = {"n_warmup": 5 if cuda else 1, "n_trials": 100 if cuda else 5, "n_checked": 4,
+                       **(timing or {})}
+        self.reference_budget = reference_budget_bytes or ((32 << 30) if cuda else (1 << 30))
+        self.baselines = BaselineCache(self.cache_dir / "baselines", self.device, kinds=baselines,
+                                       timing=self.timing)
+        self.memory_limit = memory_limit_bytes or (16 << 30)
+        self.secret = secret or os.urandom(32)
+        self.keep_spare = keep_spare
+        self._states: OrderedDict[tuple, _ProblemState] = OrderedDict()
+        self._ref_bytes = 0
+        self._eval_counter = 0
+        self._spare: _WorkerProc | None = None
+        self._root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
+        if keep_spare:
+            self._spare = self._spawn()
+
+    # ------------------------------------------------------------------------------------ seeds and refs
+    def _seed(self, *parts) -> int:
+        msg = "|".join(str(p) for p in parts).encode()
+        return int.from_bytes(hmac.new(self.secret, msg, hashlib.sha256).digest()[:8], "big") & ((1 << 62) - 1)
+
+    def _state(self, problem: Problem, size: str, precision: str) -> _ProblemState:
+        key = (problem.id, size, precision)
+        st = self._states.get(key)
+        if st is None:
+            ns = problem.namespace(size)
+            try:
+                model = make_model(ns, "Model", self._model_seed(problem), self.device, PRECISIONS[precision])
+            except Exception as e:  # noqa: BLE001
+                raise HarnessError(f"{problem.id}: the reference model could not be built: {e!r}") from e
+            st = _ProblemState(problem, ns, model, OrderedDict())
+            self._states[key] = st
+        self._states.move_to_end(key)
+        return st
+
+    def _model_seed(self, problem: Problem) -> int:
+        # Public and fixed (the candidate must build identical random weights); inputs use secret seeds.
+        return 42
+
+    def reference(self, st: _ProblemState, seed: int, domain: str, precision: str, cache: bool = True):
+        """Trusted inputs and reference outputs for a seed, cached within the byte budget (LRU)."""
+        key = (seed, domain)
+        if key in st.refs:
+            st.refs.move_to_end(key)
+            return st.refs[key]
+        dtype = PRECISIONS[precision]
+        try:
+            inputs = make_inputs(st.ns, seed, domain, self.device, dtype, st.problem.broad_inputs)
+            with torch.no_grad():
+                out = st.model(*inputs)
+        except Exception as e:  # noqa: BLE001
+            raise HarnessError(f"{st.problem.id}: the reference raised on domain {domain}: {e!r}") from e
+        outs = [o.detach() for o in (out if isinstance(out, (tuple, list)) else [out])]
+        if cache:
+            nbytes = sum(_nbytes(x) for x in list(inputs) + outs)
+            st.refs[key] = (inputs, outs)
+            self._ref_bytes += nbytes
+            self._evict()
+        return inputs, outs
+
+    def _evict(self) -> None:
+        while self._ref_bytes > self.reference_budget:
+            victim = None
+            for st in self._states.values():
+                if st.refs:
+                    victim = st
+                    break
+            if victim is None:
+                break
+            _, (inp, outs) = victim.refs.popitem(last=False)
+            self._ref_bytes -= sum(_nbytes(x) for x in list(inp) + outs)
+
+    # -------------------------------------------------------------------------------------- processes
+    def _spawn(self) -> _WorkerProc:
+        workdir = Path(tempfile.mkdtemp(prefix="w-", dir=self._root))
+        os.chmod(workdir, 0o777)
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        arena = os.memfd_create("kbenv-arena", 0)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "TMPDIR": str(workdir),
+            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "TRITON_CACHE_DIR": str(workdir / ".triton"), "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_ext"),
+            "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        }
+        for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        if self.device.type == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        cmd = [sys.executable, "-m", "kbenv.sandbox.worker", str(to_r), str(from_w), str(arena)]
+        if self.sandbox == "bwrap":
+            cmd = self._bwrap_args(workdir) + cmd
+        log_path = workdir.parent / (workdir.name + ".log")
+        log = open(log_path, "wb")
+        mem = self.memory_limit if self.device.type == "cpu" else None
+
+        def limits():
+            os.setsid()
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))
+            if mem:
+                resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=workdir, pass_fds=(to_r, from_w, arena), preexec_fn=limits)
+        log.close()
+        os.close(to_r)
+        os.close(from_w)
+        return _WorkerProc(proc, to_w, from_r, arena, workdir, log_path)
+
+    def _bwrap_args(self, workdir: Path) -> list[str]:
+        """bubblewrap: read-only root, a read-only empty /tmp, the private workdir the only writable place,
+        no network (own network namespace with loopback only), own PID/IPC/UTS namespaces, no capabilities,
+        uid nobody, killed with the supervisor."""
+        dev = ["--dev-bind", "/dev", "/dev"] if self.device.type == "cuda" else ["--dev", "/dev"]
+        return ["bwrap", "--ro-bind", "/", "/", *dev, "--proc", "/proc", "--tmpfs", "/tmp",
+                "--bind", str(workdir), str(workdir), "--remount-ro", "/tmp",
+                "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--uid", "65534", "--gid", "65534", "--chdir", str(workdir)]
+
+    def _take_worker(self) -> _WorkerProc:
+        w = self._spare
+        self._spare = None
+        if w is None or w.proc.poll() is not None:
+            if w is not None:
+                w.kill()
+            w = self._spawn()
+        if self.keep_spare:
+            self._spare = self._spawn()
+        return w
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.kill()
+            self._spare = None
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -------------------------------------------------------------------------------------- evaluation
+    def evaluate(self, req: EvalRequest) -> EvalResult:
+        """Evaluate one candidate; see :class:`EvalRequest` and :class:`EvalResult` for the contract."""
+        t_start = time.monotonic()
+        problem = get_problem(req.problem)
+        precision = req.precision or problem.precision_default
+        if precision not in problem.precision_allowed:
+            raise ValueError(f"{problem.id} does not run at {precision}; allowed: {problem.precision_allowed}")
+        if req.share is not None:
+            share, share_status, profile_name = float(req.share), "given", None
+        else:
+            share, share_status, profile_name = share_for(req.profile, problem.family, problem.set)
+        res = EvalResult.empty(req, problem, precision, self.device, share)
+        res.facts.update({"share_status": share_status, "profile": profile_name})
+        self._eval_counter += 1
+        st = self._state(problem, req.size, precision)
+        w = self._take_worker()
+        phases: dict[str, float] = {}
+        try:
+            self._run(req, res, st, w, precision, phases)
+        except CandidateFault as f:
+            res.fail(f.category, f.reason, f.error)
+        finally:
+            w.kill()
+            self._save_triton_cache(req, w)
+            shutil.rmtree(w.workdir, ignore_errors=True)
+            try:
+                w.log_path.unlink()
+            except OSError:
+                pass
+        phases["total"] = time.monotonic() - t_start
+        res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
+        res.finalize_reward(req.reward_fn, share, req.fast_p)
+        return res
+
+    def _call(self, w: _WorkerProc, msg: dict, timeout_s: float, phase: str) -> dict:
+        try:
+            w.send(msg)
+            reply = w.recv(timeout_s)
+        except wire.ChannelTimeout:
+            raise CandidateFault("timeout", f"the {phase} phase ran past its {timeout_s:.0f} s limit") from None
+        except wire.ChannelClosed as e:
+            raise self._death(w, phase, str(e)) from None
+        if reply.get("type") != "reply":
+            raise CandidateFault("crash", f"protocol violation during {phase}: unexpected frame")
+        if "error" in reply:
+            cat = reply.get("error_type", "runtime")
+            if cat not in ("compile", "runtime", "oom", "crash", "timeout"):
+                cat = "runtime"
+            where = reply.get("where", phase)
+            raise CandidateFault(cat, f"{cat} error in {where}", str(reply["error"])[-4000:])
+        return reply
+
+    def _death(self, w: _WorkerProc, phase: str, why: str) -> CandidateFault:
+        try:
+            code = w.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            code = w.proc.returncode
+        tail = w.log_tail()
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            reason = f"the worker died from {sig} during {phase}"
+        else:
+            reason = f"the worker exited with status {code} during {phase} ({why})"
+        cat = "oom" if re.search(r"out of memory|MemoryError|can't allocate memory", tail) else "crash"
+        if "illegal memory access" in tail:
+            reason += " (CUDA illegal memory access)"
+        return CandidateFault(cat, reason, tail or None)
+
+    def _trial(self, w, st, seed, domain, pattern, precision, positions=True, suppress=False):
+        fresh = domain.startswith("fresh:")
+        domain = domain.removeprefix("fresh:")
+        inputs, refs = self.reference(st, seed, domain, precision, cache=not fresh)
+        in_pos = None
+        if positions:
+            gen = torch.Generator().manual_seed(self._seed("inpos", seed))
+            in_pos = [torch.randint(0, max(x.numel(), 1), (N_INPUT_SAMPLES,), generator=gen).tolist()
+                      if isinstance(x, torch.Tensor) else None for x in inputs]
+        out_bytes = sum(_nbytes(r) for r in refs)
+        reply = self._call(w, {"type": "trial", "seed": seed, "domain": domain,
+                               "pattern": pattern, "poison_bytes": 2 * out_bytes + (64 << 20),
+                               "input_positions": in_pos, "suppress_custom": suppress},
+                           self.limits["trial_s"], "correctness")
+        outs = []
+        for d in reply.get("outputs") or []:
+            outs.append(None if d is None else self._get(w, d))
+        metas = reply.get("meta") or []
+        samples = None
+        if in_pos is not None and reply.get("input_samples") is not None:
+            exp, got = [], []
+            for x, p, d in zip(inputs, in_pos, reply["input_samples"]):
+                if p is None or d is None:
+                    continue
+                exp.append(x.detach().reshape(-1)[torch.as_tensor(p, device=x.device) % max(x.numel(), 1)].cpu())
+                got.append(self._get(w, d, "cpu"))
+            if exp:
+                samples = (torch.cat([e.reshape(-1).double() for e in exp]),
+                           torch.cat([g.reshape(-1).double() for g in got]) if all(
+                               g.numel() == e.numel() for g, e in zip(got, exp)) else torch.empty(0))
+        # Placeholders for non-tensor outputs keep the per-output structure for the type check.
+        outs = [o if o is not None else torch.empty(0) for o in outs]
+        return inputs, refs, outs, metas, samples, reply
+
+    def _get(self, w, desc, device=None):
+        try:
+            return w.arena.get(desc, device or self.device)
+        except wire.ChannelClosed as e:
+            raise CandidateFault("crash", f"protocol violation: {e}") from None
+
+    def _run(self, req: EvalRequest, res: EvalResult, st: _ProblemState, w: _WorkerProc, precision: str,
+             phases: dict) -> None:
+        problem = st.problem
+        # -- compile ---------------------------------------------------------------------------------
+        t0 = time.monotonic()
+        self._restore_triton_cache(req, w)
+        self._call(w, {"type": "setup", "problem_source": problem.source, "overrides": problem.overrides(req.size),
+                       "candidate_source": req.candidate, "device": str(self.device), "precision": precision,
+                       "broad_inputs": list(problem.broad_inputs) if problem.broad_inputs is not None else None,
+                       "model_seed": self._model_seed(problem),
+                       "gpu_memory_fraction": 0.9 if self.device.type == "cuda" else None},
+                   self.limits["compile_s"] + self.limits["spawn_s"], "compile")
+        phases["compile"] = time.monotonic() - t0
+        # -- correctness -----------------------------------------------------------------------------
+        t0 = time.monotonic()
+        plan = [("default", self._seed(problem.id, req.size, "t0"))]
+        plan.append(("fresh:default", self._seed(problem.id, req.size, "fresh", self._eval_counter, os.urandom(8).hex())))
+        for d in problem.domains[1:]:
+            plan.append((d, self._seed(problem.id, req.size, "domain", d)))
+        trials: list[Trial] = []
+        launches = 0
+        threads_left = 0
+        for i, (domain, seed) in enumerate(plan):
+            inputs, refs, outs_a, metas, samples, reply = self._trial(w, st, seed, domain, PATTERN_A, precision)
+            launches = max(launches, int(reply.get("launches", 0)))
+            threads_left = max(threads_left, int(reply.get("threads_left", 0)))
+            outs_b = None
+            if i == 0:
+                _, _, outs_b, _, _, _ = self._trial(w, st, seed, domain, PATTERN_B, precision, positions=False)
+            trials.append(Trial(domain.replace("fresh:", ""), inputs, refs, outs_a, outs_b, metas, PATTERN_A,
+                                PATTERN_B, samples))
+        phases["correctness"] = time.monotonic() - t0
+        verdict = judge(trials, precision, problem.invariants, problem.tolerance)
+        res.correct = verdict.correct
+        if not verdict.passed:
+            res.set_verdict(verdict)
+            return
+        # -- decoy -----------------------------------------------------------------------------------
+        decoy = {"custom_launches": launches, "noop_correct": None, "custom_gpu_share": None}
+        if launches > 0:
+            inputs, refs, outs, metas, _, _ = self._trial(w, st, plan[0][1], "default", PATTERN_A, precision,
+                                                          positions=False, suppress=True)
+            noop = judge([Trial("default", inputs, refs, outs, None, metas, PATTERN_A, PATTERN_B)], precision,
+                         problem.invariants, problem.tolerance)
+            decoy["noop_correct"] = noop.correct
+        if self.device.type == "cuda":
+            names = custom_kernel_names(req.candidate)
+            prof = self._call(w, {"type": "profile", "seed": plan[0][1], "custom_names": sorted(names)},
+                              self.limits["trial_s"], "profile")
+            decoy["custom_gpu_share"] = float(prof.get("custom_share", 0.0))
+            if launches == 0 and decoy["custom_gpu_share"] > 0:
+                decoy["custom_launches"] = 1  # CUDA extension kernels seen by the profiler
+        res.facts["decoy"] = decoy
+        # -- timing ----------------------------------------------------------------------------------
+        if not req.measure_time:
+            verdict = judge(trials, precision, problem.invariants, problem.tolerance, decoy=decoy)
+            res.set_verdict(verdict)
+            return
+        t0 = time.monotonic()
+        timing = self._time(req, w, st, precision)
+        res.timings = dict(timing.pop("stats"))
+        phases["timing"] = time.monotonic() - t0
+        timing["threads_left"] = max(timing.get("threads_left", 0), threads_left)
+        base = self.baselines.get(problem, req.size, precision)
+        res.baseline = base
+        if self.device.type == "cuda" and req.size == "full":
+            timing["floor_ms"] = problem.floor_ms(precision, PEAKS["bytes_per_s"], PEAKS["flops"][precision])
+            res.timings["floor_ms"] = timing["floor_ms"]
+        verdict = judge(trials, precision, problem.invariants, problem.tolerance, timing=timing, decoy=decoy)
+        res.set_verdict(verdict)
+        if res.timings.get("median_ms"):
+            res.speedup = speedup_of(base["best_ms"], res.timings["median_ms"])
+
+    def _time(self, req, w: _WorkerProc, st: _ProblemState, precision: str) -> dict:
+        n_warmup, n_trials = int(self.timing["n_warmup"]), int(self.timing["n_trials"])
+        n = n_warmup + n_trials
+        rng = torch.Generator().manual_seed(self._seed("check", self._eval_counter, os.urandom(8).hex()))
+        timed = list(range(n_warmup + 1, n))  # the first timed trial is discarded
+        k_check = min(int(self.timing["n_checked"]), len(timed))
+        picks = set(torch.randperm(len(timed), generator=rng)[:max(k_check - 1, 0)].add(n_warmup + 1).tolist())
+        picks.add(n - 1)
+        times, replay_checks = [], []
+        seeds = [self._seed("time", self._eval_counter, k, os.urandom(8).hex()) for k in range(n)]
+        t_wall = time.monotonic()
+        try:
+            w.send({"type": "time", "n_warmup": n_warmup, "n_trials": n_trials})
+            for k in range(n):
+                w.send({"type": "seed", "seed": seeds[k]})
+                msg = w.recv(self.limits["timing_s"])
+                if msg.get("type") == "reply" and "error" in msg:
+                    raise CandidateFault(msg.get("error_type", "runtime") if msg.get("error_type") in
+                                         ("runtime", "oom", "crash") else "runtime",
+                                         "error during timing", str(msg["error"])[-4000:])
+                if msg.get("type") != "ms":
+                    raise CandidateFault("crash", "protocol violation during timing")
+                ms = float(msg["ms"])
+                if k > n_warmup:
+                    times.append(ms)
+                if k in picks:
+                    inputs, refs = self.reference(st, seeds[k], "default", precision, cache=False)
+                    gen = torch.Generator().manual_seed(self._seed("outpos", seeds[k]))
+                    pos = [torch.randint(0, max(r.numel(), 1), (N_INPUT_SAMPLES,), generator=gen).tolist()
+                           for r in refs]
+                    w.send({"type": "positions", "positions": pos})
+                    got = w.recv(self.limits["timing_s"])
+                    if got.get("type") != "samples":
+                        raise CandidateFault("crash", "protocol violation during timing")
+                    for j, (r, p, d) in enumerate(zip(refs, pos, got.get("values") or [])):
+                        exp = r.reshape(-1)[torch.as_tensor(p, device=r.device) % max(r.numel(), 1)].cpu()
+                        vals = self._get(w, d, "cpu") if d is not None else torch.empty(0)
+                        ref_max = float(r.double().abs().max()) if r.numel() and r.is_floating_point() else 1.0
+                        replay_checks.append(C.check_sampled(exp, vals, ref_max, precision,
+                                                             f"timed_call_{k}_output_{j}", "replay"))
+                    del inputs, refs
+                else:
+                    w.send({"type": "skip"})
+            final = w.recv(self.limits["timing_s"])
+        except wire.ChannelTimeout:
+            raise CandidateFault("timeout", f"the timing phase ran past its {self.limits['timing_s']:.0f} s limit") from None
+        except wire.ChannelClosed as e:
+            raise self._death(w, "timing", str(e)) from None
+        wall_ms = (time.monotonic() - t_wall) * 1e3
+        if final.get("type") != "reply" or "error" in final:
+            raise CandidateFault("runtime", "error at the end of timing", str(final.get("error", ""))[-4000:])
+        t = torch.tensor(times, dtype=torch.float64)
+        stats = {"median_ms": float(t.median()), "mean_ms": float(t.mean()), "min_ms": float(t.min()),
+                 "std_ms": float(t.std()) if len(times) > 1 else 0.0, "trials": len(times)}
+        req_res = {"reported_total_ms": float(t.sum()), "wall_ms": wall_ms, "replay_checks": replay_checks,
+                   "median_ms": stats["median_ms"], "timers_intact": bool(final.get("timers_intact")),
+                   "timers_detail": final.get("timers_detail", ""), "threads_left": int(final.get("threads_left", 0)),
+                   "l2_persisting_bytes": final.get("l2_persisting_bytes")}
+        req_res["stats"] = stats
+        return req_res
+
+    # -------------------------------------------------------------------------------- triton cache
+    def _cache_key(self, req) -> Path:
+        h = hashlib.sha256(req.candidate.encode()).hexdigest()
+        return self.cache_dir / "triton" / f"{self.device.type}-{h}"
+
+    def _restore_triton_cache(self, req, w) -> None:
+        src = self._cache_key(req)
+        if src.is_dir():
+            shutil.copytree(src, w.workdir / ".triton", dirs_exist_ok=True)
+
+    def _save_triton_cache(self, req, w) -> None:
+        src, dst = w.workdir / ".triton", self._cache_key(req)
+        if src.is_dir() and not dst.exists() and not src.is_symlink():
+            try:
+                shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
+            except (OSError, shutil.Error):
+                shutil.rmtree(dst, ignore_errors=True)
+
+
+def custom_kernel_names(source: str) -> set[str]:
+    """Names of the kernels a candidate defines: ``@triton.jit`` functions and ``__global__`` CUDA functions."""
+    names = set(re.findall(r"__global__\s+(?:void|[\w:<>]+)\s+(\w+)\s*\(", source))
+    names |= set(re.findall(r"@triton\.(?:jit|autotune)[\s\S]*?def\s+(\w+)\s*\(", source))
+    return names
+
+
+def _nbytes(x) -> int:
+    return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
