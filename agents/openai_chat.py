@@ -191,7 +191,7 @@ class OpenAIChatPolicy(Policy):
                 )
                 if response.status_code not in RETRYABLE_STATUSES:
                     raise failure
-                pass
+                retry_after_s = parse_retry_after(response.headers.get("Retry-After"))
             if attempt == self.max_retries:
                 break
             with self._usage_lock:

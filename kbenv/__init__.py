@@ -1,0 +1,33 @@
+"""kbenv: a reinforcement-learning reward environment for agents that write GPU kernels.
+
+Public API:
+
+- environments ``kbenv/KernelBench-v0`` and ``kbenv/DLRMBench-v0`` (``gymnasium.make``), :class:`KernelEnv`,
+  :class:`KernelVectorEnv`;
+- batch scoring for trainers that do not step an env: :func:`score`, :func:`trl_reward_func`;
+- problems: :func:`list_problems`, :func:`get_problem`;
+- evaluation: :class:`EvalRequest`, :class:`EvalResult`, :class:`EvaluatorPool` (Ray actors, one per GPU).
+"""
+
+from kbenv.env import KernelEnv, register_envs
+from kbenv.problems import get_problem, list_problems
+from kbenv.sandbox.result import EvalRequest, EvalResult
+
+register_envs()
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Ray-backed parts are imported on first use so that `import kbenv` stays light.
+    if name == "EvaluatorPool":
+        from kbenv.sandbox.actor import EvaluatorPool
+        return EvaluatorPool
+    if name in ("score", "trl_reward_func", "KernelVectorEnv"):
+        from kbenv import batch
+        return getattr(batch, name)
+    raise AttributeError(name)
+
+
+__all__ = ["KernelEnv", "EvalRequest", "EvalResult", "EvaluatorPool", "score", "trl_reward_func",
+           "KernelVectorEnv", "list_problems", "get_problem", "__version__"]

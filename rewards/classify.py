@@ -225,7 +225,7 @@ _NAME_RULES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = tuple(
             "fixed",
             r"flash_fwd|flash_bwd|pytorch_flash::|\bflash::|FlashAttn|fmha_cutlass[FB]|PyTorchMemEffAttention"
             r"|AttentionKernel|AttentionBackwardKernel|_sdpa_|cudnn_generated_fort_native_sdpa|\bfmha_|\bfmha\w*kernel"
-            r"|flashinfer|PagedKVCache",
+            r"|flashinfer|PagedKVCache|cudnn::fusion::(compute_dot_do_o|convert_dq)",
         ),
         (
             "conv",
@@ -244,7 +244,8 @@ _NAME_RULES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = tuple(
             "fixed",
             r"\bnvjet_|\bsm\d+_xmma_gemm|\bxmma_gemm|\b(maxwell|volta|turing|ampere|hopper|blackwell|sm\d+)_\w*gemm"
             r"|cutlass_\d+\w*gemm|cutlass\w*::Kernel2?<|cutlass::device_kernel<|\bgemv\w*|gemmSN_\w*kernel"
-            r"|gemmk1_kernel|splitKreduce_kernel|cublasLt::|\bcublas|\bgemm_kernel|\bdot_kernel<|\btriton_tem_",
+            r"|gemmk1_kernel|splitKreduce_kernel|cublasLt::|\bcublas|\bgemm_kernel|\bdot_kernel<|\btriton_tem_"
+            r"|\b[sdhcz]gemm_?\w*<|\b[sdhcz]gemm_\w+",
         ),
         # --- addressable -----------------------------------------------------------------------------------------
         (
@@ -280,7 +281,7 @@ _NAME_RULES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = tuple(
             r"vectorized_gather_kernel|indexSelect(Large|Small)Index|index_select\w*kernel|index_elementwise_kernel"
             r"|_scatter_gather_elementwise_kernel|scatter_gather|indexFunc(Large|Small)Index|indexing_backward_kernel"
             r"|index(Copy|Fill|Put|Add)(Large|Small)?\w*|index_put\w*kernel|masked_scatter|masked_select"
-            r"|take_kernel|put_kernel|\bgather_kernel|\bscatter_kernel|nonzero|write_indices|flag_kernel",
+            r"|\btake_kernel|\bput_kernel|\bgather_kernel|\bscatter_kernel|nonzero|write_indices|flag_kernel",
         ),
         (
             "normalization",

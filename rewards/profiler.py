@@ -84,6 +84,14 @@ def _is_label(name: str) -> bool:
     return name.startswith("kbenv::") or name.startswith("Optimizer.step#") or name.startswith("Optimizer.zero_grad#")
 
 
+def _is_annotation_name(name: str) -> bool:
+    return _is_label(name) or name.startswith("ProfilerStep")
+
+
+def _is_annotation(evt: Any) -> bool:
+    return getattr(evt, "scope", 0) == 7 or getattr(evt, "is_user_annotation", False) or _is_annotation_name(evt.name)
+
+
 def _is_backward_node(evt: Any) -> bool:
     return getattr(evt, "scope", 0) == 1 or evt.name.startswith("autograd::engine::evaluate_function:")
 
@@ -93,7 +101,10 @@ class _Attributor:
 
     def __init__(self, cpu_events: Sequence[Any]):
         self._memo: dict[int, str | None] = {}
-        # Forward events by (sequence_nr, thread): the earliest op that recorded that sequence number.
+        # Forward events by (sequence_nr, thread). Every op records the sequence number the *next* autograd node
+        # will get, so ops that create no node (``num_batches_tracked.add_(1)``, ``targets.view(-1)``) record the
+        # same number as the op after them; the counter moves on when the node is created, so the op that created
+        # node M (or an op nested in it) is the *last* to start with M.
         self._forward: dict[tuple[int, int], Any] = {}
         for evt in sorted(cpu_events, key=lambda e: e.time_range.start):
             seq = getattr(evt, "sequence_nr", -1)
@@ -101,7 +112,7 @@ class _Attributor:
                 continue
             if self._backward_node_of(evt) is not None:
                 continue
-            self._forward.setdefault((seq, evt.thread), evt)
+            self._forward[(seq, evt.thread)] = evt
 
     @staticmethod
     def _backward_node_of(evt: Any) -> Any | None:
@@ -155,10 +166,13 @@ class _Attributor:
 def records_from_events(events: Iterable[Any], device: str = "cuda") -> tuple[list[tuple[str, str | None, float]], dict]:
     """Turn ``torch.profiler`` events into ``(kernel name, launching context, microseconds)`` records.
 
-    ``device="cuda"``: one record per kernel / memcpy / memset (device events with activity type ``kernel``,
-    ``gpu_memcpy`` or ``gpu_memset``; other device events such as GPU user annotations would double-count and are
-    skipped). ``device="cpu"``: one record per ``aten::`` op with its self CPU time. Returns the records and a dict
-    of diagnostics (counts of skipped and unattributed events).
+    ``device="cuda"``: one record per kernel / memcpy / memset. torch attaches each device event to the CPU op
+    whose correlation id it carries (``FunctionEvent.kernels``); the records take the launching context from that
+    op. The device events themselves give the totals: time not attached to any op (a launch outside every op)
+    is kept as a record with context None, so nothing is lost. GPU-side copies of user annotations
+    (``ProfilerStep*``, ``kbenv::...`` ranges, activity type ``gpu_user_annotation``) span kernels and are
+    skipped. ``device="cpu"``: one record per ``aten::`` op with its self CPU time. Returns the records and a dict
+    of diagnostics (skipped device events, unattributed time).
     """
     from torch.autograd import DeviceType
 
@@ -166,7 +180,6 @@ def records_from_events(events: Iterable[Any], device: str = "cuda") -> tuple[li
     cpu = [e for e in events if e.device_type == DeviceType.CPU and not getattr(e, "is_async", False)]
     attributor = _Attributor(cpu)
     records: list[tuple[str, str | None, float]] = []
-    stats: dict[str, Any] = {"skipped_device_activities": defaultdict(int), "unattributed_kernels": 0}
 
     if device == "cpu":
         for e in cpu:
@@ -174,37 +187,60 @@ def records_from_events(events: Iterable[Any], device: str = "cuda") -> tuple[li
                 us = float(e.self_cpu_time_total)
                 if us > 0:
                     records.append((e.name, attributor.context(e), us))
-        stats["skipped_device_activities"] = {}
-        return records, stats
+        return records, {}
 
-    # Launching op by correlation id: PyTorch ops (linked id 0, id = their correlation id) and, as a fallback
-    # for ops folded away by the event tree's de-duplication, the runtime launch call whose CUPTI correlation id
-    # equals the kernel's own id.
-    ops: dict[int, Any] = {}
-    runtime: dict[int, Any] = {}
-    for e in cpu:
-        linked = getattr(e, "linked_correlation_id", 0) or 0
-        if linked == 0:
-            ops.setdefault(e.id, e)
-        else:
-            runtime.setdefault(e.id, e)
+    annotation_names = {e.name for e in cpu if _is_annotation(e)}
+
+    def skip_reason(e: Any) -> str | None:
+        kind = getattr(e, "activity_type", None)
+        if kind is not None and kind not in _DEVICE_ACTIVITIES:
+            return str(kind)
+        if getattr(e, "is_user_annotation", False) or e.name in annotation_names or _is_annotation_name(e.name):
+            return "annotation"
+        return None
+
+    skipped: dict[str, int] = defaultdict(int)
+    device_us: dict[str, float] = defaultdict(float)
     for e in events:
         if e.device_type == DeviceType.CPU:
             continue
-        kind = getattr(e, "activity_type", None)
-        if kind is not None and kind not in _DEVICE_ACTIVITIES:
-            stats["skipped_device_activities"][str(kind)] += 1
+        reason = skip_reason(e)
+        if reason is not None:
+            skipped[reason] += 1
             continue
-        us = float(e.time_range.end - e.time_range.start)
-        linked = getattr(e, "linked_correlation_id", 0) or 0
-        op = ops.get(linked) if linked else None
-        if op is None:
-            rt = runtime.get(e.id)
-            op = rt.cpu_parent if rt is not None else None
-        if op is None:
-            stats["unattributed_kernels"] += 1
-        records.append((e.name, attributor.context(op), us))
-    stats["skipped_device_activities"] = dict(stats["skipped_device_activities"])
+        device_us[e.name] += float(e.time_range.end - e.time_range.start)
+
+    attributed: dict[str, float] = defaultdict(float)
+    for e in cpu:
+        kernels = getattr(e, "kernels", None) or ()
+        if not kernels:
+            continue
+        ctx = attributor.context(e)
+        for k in kernels:
+            if k.name not in device_us:  # an annotation copy, or a legacy per-op CUDA time
+                continue
+            records.append((k.name, ctx, float(k.duration)))
+            attributed[k.name] += float(k.duration)
+
+    unattributed_us = over_us = 0.0
+    scale: dict[str, float] = {}
+    for kname, total in device_us.items():
+        rest = total - attributed.get(kname, 0.0)
+        if rest > 1e-3:
+            records.append((kname, None, rest))
+            unattributed_us += rest
+        elif rest < -1e-3:  # a device event listed under two ops: keep the device total, split pro rata
+            over_us -= rest
+            scale[kname] = total / attributed[kname]
+    if scale:
+        records = [(n, c, us * scale.get(n, 1.0)) for n, c, us in records]
+    total_us = sum(device_us.values())
+    stats = {
+        "skipped_device_events": dict(skipped),
+        "device_us": round(total_us, 3),
+        "unattributed_fraction": round(unattributed_us / total_us, 6) if total_us else 0.0,
+        "overattributed_fraction": round(over_us / total_us, 6) if total_us else 0.0,
+    }
     return records, stats
 
 
@@ -247,7 +283,7 @@ def check_profile(profile: dict, max_unclassified: float = UNCLASSIFIED_BUDGET) 
         return
     offenders = [row for row in profile.get("kernels", []) if row[2] == UNCLASSIFIED][:10]
     total = profile.get("total_ms") or 1.0
-    listing = "\n".join(f"  {row[3] / total:7.3%}  {row[0][:160]}  (launched by {row[1]})" for row in offenders)
+    listing = "\n".join(f"  {row[4] / total:7.3%}  {row[0][:160]}  (launched by {row[1]})" for row in offenders)
     raise ProfileError(
         f"profile {profile.get('name')!r}: {frac:.3%} of device time is unclassified (budget "
         f"{max_unclassified:.2%}). Add rules to kbenv.rewards.classify for these kernels:\n{listing}"

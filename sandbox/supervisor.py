@@ -13,6 +13,7 @@ be measured, a bug here) raise :class:`HarnessError` and are never turned into a
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import hmac
@@ -67,6 +68,8 @@ class _ProblemState:
     ns: dict
     model: torch.nn.Module
     refs: OrderedDict  # (seed, domain) -> (inputs, outputs)
+    native: torch.nn.Module | None = None  # the model at the problem's precision (gives output dtypes)
+    out_dtypes: list | None = None
 
 
 class _WorkerProc:
@@ -177,7 +180,11 @@ class Supervisor:
                 model = make_model(ns, "Model", self._model_seed(problem), self.device, PRECISIONS[precision])
             except Exception as e:  # noqa: BLE001
                 raise HarnessError(f"{problem.id}: the reference model could not be built: {e!r}") from e
-            st = _ProblemState(problem, ns, model, OrderedDict())
+            # At bf16/fp16 the reference runs in fp32 on the same (rounded) inputs and weights and is rounded
+            # once at the end: low-precision PyTorch kernels can be far off (bf16 cumsum on CUDA is ~25% off
+            # float64), and a candidate must not be failed for being more accurate than that.
+            ref_model = model if precision == "fp32" else copy.deepcopy(model).float()
+            st = _ProblemState(problem, ns, ref_model, OrderedDict(), native=model)
             self._states[key] = st
         self._states.move_to_end(key)
         return st
@@ -195,11 +202,20 @@ class Supervisor:
         dtype = PRECISIONS[precision]
         try:
             inputs = make_inputs(st.ns, seed, domain, self.device, dtype, st.problem.broad_inputs)
+            up = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() and dtype != torch.float32
+                  else x for x in inputs]
             with torch.no_grad():
-                out = st.model(*inputs)
+                out = st.model(*up)
         except Exception as e:  # noqa: BLE001
             raise HarnessError(f"{st.problem.id}: the reference raised on domain {domain}: {e!r}") from e
         outs = [o.detach() for o in (out if isinstance(out, (tuple, list)) else [out])]
+        if dtype != torch.float32:
+            if st.out_dtypes is None:
+                with torch.no_grad():
+                    nat = st.native(*inputs)
+                st.out_dtypes = [o.dtype for o in (nat if isinstance(nat, (tuple, list)) else [nat])]
+                del nat
+            outs = [o.to(d) for o, d in zip(outs, st.out_dtypes)]
         if cache:
             nbytes = sum(_nbytes(x) for x in list(inputs) + outs)
             st.refs[key] = (inputs, outs)

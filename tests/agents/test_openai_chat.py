@@ -6,12 +6,13 @@ import json
 import socket
 import threading
 import time
+import types
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kbenv.agents import OpenAIChatPolicy, PolicyError
+from kbenv.agents import OpenAIChatPolicy, PolicyError, openai_chat
 from kbenv.agents.openai_chat import backoff_delay_s, parse_retry_after
 
 MODEL = "test-model"
@@ -169,18 +170,39 @@ def test_api_key_from_environment(server, monkeypatch):
     assert "Authorization" not in server.requests[1]["headers"]
 
 
-def test_429_is_retried_after_retry_after(server):
+@pytest.fixture
+def waits(monkeypatch) -> list[float]:
+    """The delays the policy asks to sleep, recorded instead of slept (the test server keeps real time)."""
+    recorded: list[float] = []
+    monkeypatch.setattr(openai_chat, "time", types.SimpleNamespace(sleep=recorded.append))
+    return recorded
+
+
+def test_429_is_retried_after_retry_after(server, waits):
     server.script.append({"status": 429, "headers": {"Retry-After": "0"}})
-    # A backoff this long would be drawn if Retry-After were ignored.
     policy = make_policy(server, backoff_base_s=1000.0, backoff_max_s=1000.0)
-    started = time.monotonic()
     assert policy.act(observation("x")) == "answer to: x"
-    assert time.monotonic() - started < 5.0
+    assert waits == [0.0]
     assert len(server.requests) == 2
     assert policy.usage["requests"] == 1 and policy.usage["retries"] == 1
 
 
-def test_retry_after_is_waited_for(server):
+def test_retry_after_overrides_a_shorter_backoff(server, waits):
+    server.script.extend([{"status": 503, "headers": {"Retry-After": "7"}}, {"status": 502}])
+    policy = make_policy(server, backoff_base_s=0.5, backoff_max_s=0.5)
+    assert policy.act(observation("x")) == "answer to: x"
+    assert waits[0] == 7.0
+    assert 0.0 <= waits[1] <= 0.5  # no Retry-After: jittered backoff
+
+
+def test_backoff_grows_between_retries(server, waits, monkeypatch):
+    monkeypatch.setattr(openai_chat.random, "uniform", lambda low, high: high)  # the ceiling of each draw
+    server.script.extend([{"status": 500}] * 4)
+    make_policy(server, backoff_base_s=1.0, backoff_max_s=5.0, max_retries=4).act(observation())
+    assert waits == [1.0, 2.0, 4.0, 5.0]
+
+
+def test_retry_after_is_really_waited_for(server):
     server.script.append({"status": 503, "headers": {"Retry-After": "1"}})
     policy = make_policy(server, backoff_base_s=0.001)
     started = time.monotonic()

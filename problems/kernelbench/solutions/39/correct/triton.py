@@ -2,9 +2,9 @@ import torch, torch.nn as nn, triton, triton.language as tl
 
 """KernelBench level 1 #39 (L2Norm): y = x / ||x||_2 with the norm over dim 1 of a 2-D x (rows, cols).
 
-Strategy: one program per row (1-D grid over rows, 64-bit row offsets). Pass 1 walks the row in
+Strategy: one program per row (1-D grid over rows, 64-bit offsets). Pass 1 walks the row in
 BLOCK-wide tiles accumulating x**2 per lane in fp32 and reduces to the row norm; pass 2 re-reads
-the row (256 KiB at full size, partly L2-resident) and writes x / norm in the input dtype.
+the row (256 KiB at full size) and writes x / norm in the input dtype.
 Inputs with more than 2 dims reduce over dim 1 by moving it last first.
 """
 

@@ -1,0 +1,153 @@
+"""Ray actors: one trusted evaluator per GPU (or per CPU slot), and a pool that fans requests out to them.
+
+A local Ray cluster is started on demand; ``address=...`` (or ``RAY_ADDRESS``) connects to an existing one,
+where the same code places one actor per GPU across the cluster's nodes. No scheduler of our own: Ray places
+actors by their ``num_gpus=1`` request and the pool hands each actor at most one evaluation at a time
+(``ray.wait`` on the in-flight ones), so no two evaluations ever share a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable, Iterator
+
+import ray
+
+from kbenv.sandbox.result import EvalRequest, EvalResult
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Connect to ``address`` (or ``RAY_ADDRESS``), or start a local cluster if none is running."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_SCHEDULER_EVENTS", "0")
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        return
+    kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                  object_store_memory=256 * 1024 * 1024)
+    if num_cpus is not None:
+        kwargs["num_cpus"] = num_cpus
+    if num_gpus is not None:
+        kwargs["num_gpus"] = num_gpus
+    ray.init(**kwargs)
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class Evaluator:
+    """The trusted supervisor of one device, as a Ray actor.
+
+    It keeps per-problem state across candidates (reference model, cached inputs and outputs, baselines), and
+    a spare clean worker process. If the actor itself dies (a harness fault), Ray restarts it and the caller
+    sees a ``RayActorError`` for that evaluation: it is raised, never scored.
+    """
+
+    def __init__(self, device: str = "cpu", config: dict | None = None):
+        import torch
+
+        if device == "cuda":
+            # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: it is device 0 here.
+            device = "cuda:0"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise RuntimeError("an evaluator for cuda was placed on a node without a visible GPU")
+        from kbenv.sandbox.supervisor import Supervisor
+
+        self.device = device
+        self.sup = Supervisor(device=device, **(config or {}))
+
+    def evaluate(self, request: dict) -> dict:
+        return self.sup.evaluate(EvalRequest.from_dict(request)).to_dict()
+
+    def info(self) -> dict:
+        import socket
+
+        import torch
+        gpu = torch.cuda.get_device_name(0) if self.device.startswith("cuda") else None
+        return {"device": self.device, "gpu": gpu, "host": socket.gethostname(), "sandbox": self.sup.sandbox,
+                "pid": os.getpid()}
+
+    def warm(self, problem: str, size: str, precision: str | None = None) -> dict:
+        """Build the reference and baselines of a problem ahead of the first candidate."""
+        from kbenv.problems import get_problem
+        p = get_problem(problem)
+        prec = precision or p.precision_default
+        self.sup._state(p, size, prec)
+        return self.sup.baselines.get(p, size, prec)
+
+    def close(self) -> None:
+        self.sup.close()
+
+
+def detect_device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class EvaluatorPool:
+    """One :class:`Evaluator` per GPU (``device="cuda"``) or ``n`` CPU evaluators (``device="cpu"``).
+
+    Args:
+        n: number of evaluators; default = the cluster's GPUs (cuda) or 1 (cpu).
+        device: ``cuda``, ``cpu`` or ``auto`` (cuda when this machine sees a GPU).
+        address: an existing Ray cluster to connect to; otherwise a local one is started.
+        config: keyword arguments for each :class:`~kbenv.sandbox.supervisor.Supervisor`.
+    """
+
+    def __init__(self, n: int | None = None, device: str = "auto", address: str | None = None,
+                 config: dict | None = None):
+        self.device = detect_device() if device == "auto" else device
+        ensure_ray(address)
+        if n is None:
+            n = int(ray.cluster_resources().get("GPU", 0)) if self.device == "cuda" else 1
+            if n == 0:
+                raise RuntimeError("device='cuda' but the Ray cluster has no GPUs")
+        opts = {"num_gpus": 1, "num_cpus": 1} if self.device == "cuda" else {"num_cpus": 1}
+        self.actors = [Evaluator.options(**opts).remote(self.device, config) for _ in range(n)]
+        ray.get([a.info.remote() for a in self.actors])  # surface construction errors now
+
+    def __len__(self) -> int:
+        return len(self.actors)
+
+    def info(self) -> list[dict]:
+        return ray.get([a.info.remote() for a in self.actors])
+
+    def evaluate(self, request: EvalRequest) -> EvalResult:
+        return next(iter(self.map([request])))[1]
+
+    def map(self, requests: Iterable[EvalRequest]) -> Iterator[tuple[int, EvalResult]]:
+        """Evaluate requests, at most one in flight per evaluator; yields ``(index, result)`` as they finish.
+
+        An actor failure (a harness fault) raises ``ray.exceptions.RayActorError`` from this iterator.
+        """
+        pending = list(enumerate(requests))[::-1]
+        idle = list(self.actors)
+        inflight: dict = {}
+        while pending or inflight:
+            while pending and idle:
+                i, req = pending.pop()
+                a = idle.pop()
+                inflight[a.evaluate.remote(req.to_dict())] = (i, a)
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in done:
+                i, a = inflight.pop(ref)
+                idle.append(a)
+                yield i, EvalResult.from_dict(ray.get(ref))
+
+    def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
+        out: list = [None] * len(requests)
+        for i, r in self.map(requests):
+            out[i] = r
+        return out
+
+    def close(self) -> None:
+        for a in self.actors:
+            try:
+                ray.get(a.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+            ray.kill(a)
+        self.actors = []
