@@ -64,7 +64,7 @@ class TransformersPolicy(Policy):
         if getattr(self.tokenizer, "chat_template", None) is None:
             raise ValueError(f"{model_name_or_path} has no chat template; TransformersPolicy needs a chat model")
         # Decoder-only batches are padded on the left so every prompt ends where generation starts.
-        pass
+        self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 

@@ -7,18 +7,23 @@ Each problem may ship solutions beside it (the layout of gpu-mode/reference-kern
 
 where ``<set>/…/<n>`` is ``kernelbench/…/23`` for ``kernelbench/level1/23`` and ``dlrm/…/1`` for ``dlrm/1``.
 
-A wrong candidate states what the verifier must say about it in full-line comments at column 0, by convention
-at the top of the file::
+Files whose names start with ``_`` are skipped. A wrong candidate states what the verifier must say about it
+in full-line comments at column 0, by convention at the top of the file::
 
-    # expect: unwritten|inaccurate      categories any one of which is a correct rejection (required)
-    # expect-cpu: inaccurate            replaces ``expect`` on the cpu device (optional)
-    # expect-cuda: unwritten            replaces ``expect`` on the cuda device (optional)
-    # expect-sandbox: sandbox_violation what the sandbox must report (optional; meaning owned by its tests)
-    # gpu-only                          the candidate only makes sense on a GPU (optional flag)
+    # expect: unwritten|inaccurate
+    # expect-cpu: inaccurate
+    # gpu-only
 
-Categories are lowercase names separated by ``|`` (docs/result-schema.md lists them). A missing ``# expect:``,
-a repeated or unknown ``# expect-…`` directive, or an empty category raises :class:`ValueError` naming the file:
-a mislabelled candidate is a harness bug and must not slip through the verifier's tests.
+- ``# expect: a|b`` (required): categories any one of which is a correct rejection.
+- ``# expect-cpu: …`` / ``# expect-cuda: …`` (optional): replace ``expect`` on that device
+  (:meth:`KnownBadCase.expected_on`).
+- ``# expect-sandbox: …`` (optional): what the sandbox must report; its meaning is owned by the sandbox's tests.
+- ``# gpu-only`` (optional flag, may be followed by ``: reason``): the candidate only makes sense on a GPU.
+
+Categories are lowercase names separated by ``|`` (docs/result-schema.md lists them), with nothing else on the
+line. A missing ``# expect:``, a repeated or unknown ``# expect…:`` directive, or a malformed category raises
+:class:`ValueError` naming the file: a mislabelled candidate is a harness bug and must not slip through the
+verifier's tests.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ _EXPECT_KEYS = {
     "expect-cuda": "expect_cuda",
     "expect-sandbox": "expect_sandbox",
 }
+
 
 class MissingSolutionError(LookupError):
     """The problem has no solution of the kind asked for (or its id maps to no solutions folder)."""
