@@ -4,8 +4,10 @@
 steps, then ``steps`` steps under ``torch.profiler`` (after one extra step that warms the profiler itself), and
 attributes every CUDA kernel, memcpy and memset to the CPU op that launched it:
 
-1. each device event carries the correlation id of the innermost CPU op active at launch
-   (``FunctionEvent.linked_correlation_id`` == that op's ``id``);
+1. torch joins each device event to the innermost CPU op active at its launch through their shared correlation
+   id and lists it in that op's ``FunctionEvent.kernels`` (this works in torch 2.11, where the events of our
+   H200 run carried no usable ``linked_correlation_id``, and in 2.13); the device events themselves give the
+   totals, and time listed under no op is kept with an unknown launcher;
 2. from that op the profiler walks ``cpu_parent`` up to the *launching context*: the outermost region label
    (``kbenv::<family>``, ``Optimizer.step#...``) or else the outermost ``aten::`` op;
 3. backward kernels run under an autograd node (``XBackward0``), often on the engine's own thread; the node's
@@ -316,8 +318,10 @@ def profile_from_records(
     kernels = []
     for (kname, ctx), (us, n) in sorted(agg.items(), key=lambda kv: -kv[1][0]):
         bucket, family = classify_kernel(kname, ctx)
-        kernels.append([kname, ctx, bucket, family, round(us / 1000.0 / steps, 6), round(n / steps, 3)])
-    total_ms = total_us / 1000.0 / steps
+        kernels.append([kname, ctx, bucket, family, round(us / 1000.0 / steps, 9), round(n / steps, 3)])
+    # Shares are taken against the sum of the stored rows, so a profile's shares can be recomputed exactly
+    # from its own file (reclassify).
+    total_ms = sum(row[4] for row in kernels)
     profile: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "name": name,

@@ -141,6 +141,7 @@ class Supervisor:
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        sandbox = os.environ.get("KBENV_SANDBOX", sandbox) if sandbox == "auto" else sandbox
         if sandbox == "auto":
             sandbox = "bwrap" if have_bwrap() else "none"
         if sandbox == "bwrap" and not have_bwrap():
@@ -427,10 +428,13 @@ class Supervisor:
         phases["compile"] = time.monotonic() - t0
         # -- correctness -----------------------------------------------------------------------------
         t0 = time.monotonic()
+        # Official inputs first (two runs: two poison patterns, determinism), then each broader domain, then
+        # fresh official inputs drawn for this evaluation only (a candidate that turns bad after N calls, or
+        # replays stored answers, fails an official trial, not only a broad one).
         plan = [("default", self._seed(problem.id, req.size, "t0"))]
-        plan.append(("fresh:default", self._seed(problem.id, req.size, "fresh", self._eval_counter, os.urandom(8).hex())))
         for d in problem.domains[1:]:
             plan.append((d, self._seed(problem.id, req.size, "domain", d)))
+        plan.append(("fresh:default", self._seed(problem.id, req.size, "fresh", self._eval_counter, os.urandom(8).hex())))
         trials: list[Trial] = []
         launches = 0
         threads_left = 0

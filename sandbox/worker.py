@@ -83,11 +83,14 @@ def _install_launch_hooks() -> list:
         orig = cls.run
 
         def run(self, *args, _orig=orig, **kwargs):
-            if not kwargs.get("warmup", False):
+            if kwargs.get("warmup", False):
+                return _orig(self, *args, **kwargs)
+            if _LAUNCHES["suppress"]:
                 _LAUNCHES["count"] += 1
-                if _LAUNCHES["suppress"]:
-                    return None
-            return _orig(self, *args, **kwargs)
+                return None
+            out = _orig(self, *args, **kwargs)
+            _LAUNCHES["count"] += 1  # only launches that compiled and ran count
+            return out
 
         cls.run = run
         hooked.append((cls, "run", run))

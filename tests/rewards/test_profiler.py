@@ -184,7 +184,8 @@ def test_shipped_measured_profiles_are_consistent_with_the_classifier():
         check_profile(prof)
         again = reclassify(prof)
         for bucket in BUCKETS:
-            assert again["buckets"][bucket] == pytest.approx(prof["buckets"][bucket], abs=2e-6), (name, bucket)
+            # stored per-kernel times are rounded to 1 ns: shares agree to ~1e-5
+            assert again["buckets"][bucket] == pytest.approx(prof["buckets"][bucket], abs=1e-4), (name, bucket)
         assert prof["device"] == "cuda" and prof["total_gpu_ms"] > 0
 
 

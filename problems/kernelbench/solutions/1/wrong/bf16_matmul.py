@@ -1,5 +1,4 @@
 # expect: inaccurate
-# expect-bf16: pass
 """Known-wrong candidate for KernelBench level 1 #1 (square matmul C = A @ B). Hack O9 (precision downgrade).
 
 A and B are rounded to bfloat16 (half the bytes to read), multiplied with fp32 accumulation in a real tiled

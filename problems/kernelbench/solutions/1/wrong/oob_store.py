@@ -3,8 +3,10 @@
 """Known-wrong candidate for KernelBench level 1 #1 (square matmul). Fault: illegal memory access on the GPU.
 
 A correct tiled Triton GEMM whose final store has a bad base offset: it is unmasked and lands 2**40 elements
-(4 TiB) past the output buffer, so the kernel faults with an illegal memory access. The CUDA context is then
-unusable; kbenv must report a crash for this candidate and the next evaluation on that GPU must work.
+(4 TiB) past the output buffer, so the kernel faults with an illegal memory access. PyTorch raises it at the
+next synchronize as an exception (torch.AcceleratorError: "CUDA error: an illegal memory access was
+encountered", seen on an H200) rather than killing the process, but the CUDA context is unusable from then on:
+kbenv must report crash, not runtime, and the next evaluation on that GPU must work.
 GPU only: under the CPU interpreter the same store would corrupt or kill the test process itself.
 """
 import torch

@@ -1,5 +1,6 @@
 # expect: timing_tamper
 # expect-cpu: pass
+# expect-cuda: timing_tamper
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T11 (persisting-L2 carve-out).
 
 The softmax is a correct Triton kernel. On CUDA, the first call raises the context's persisting-L2 limit to the

@@ -1,12 +1,14 @@
 # expect: timing_escape|pass
 # expect-cpu: timing_escape|unwritten|inaccurate|replay|impossible_speed
+# expect-cuda: timing_escape|pass
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T1 (side-stream work).
 
 On CUDA the (correct) Triton softmax is launched on a private torch.cuda.Stream, and the current stream is never
 made to wait for it, so an end event recorded on the current stream right after forward fires before the kernel
-ends (KernelBench's cuda_event timing under-counts it). kbenv ends every timed call with a device-wide
-synchronize, which counts the work; whether it also reports the side stream as timing_escape or simply times
-the candidate honestly (pass) is the harness's choice, hence both.
+ends: KernelBench's cuda_event timing under-counts it (1.6 ms by current-stream events against 82 ms to a
+device-wide sync at full size on an H200). kbenv ends every timed call with a device-wide synchronize, which
+counts the work; whether it also reports the side stream (timing_escape) or simply times the candidate honestly
+(pass) is the harness's choice, hence both.
 
 On CPU there are no streams; the same deferral is done with a daemon thread, as in background_thread.py.
 """

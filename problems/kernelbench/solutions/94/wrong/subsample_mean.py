@@ -3,11 +3,11 @@
 random reduction; kernelbench.md §3 loophole 9): the mean from a strided 1% subsample.
 
 A real Triton reduction, but it reads only every 100th element of predictions and targets and divides by the
-number of samples: 100x less traffic. The estimate is unbiased, so it looks right; its error is about
-1.2/sqrt(numel / 100) relative (one sigma): about 25% at the small CPU size (21 samples) and about 3.6e-4 at
-full size (1.07e9 elements). At fp32 that is above kbenv's fp32 threshold (KernelBench's own tolerance is 1e-4).
-Caveat: at full size under a bf16-level threshold (2e-2) a 1% subsample would pass; only denser checks, heavy-
-tailed inputs or a tighter scalar tolerance catch it there.
+number of samples: 100x less traffic. The estimate is unbiased on any input distribution, so broader inputs do
+not expose it; only the size of its error does: about 1.2 / sqrt(numel / 100) relative (one sigma), i.e. about
+25% at the small CPU size (21 samples) and about 1e-4 to 4e-4 at full size (1.0e-4 measured on an H200), while an
+honest fp32 reduction is within about 1e-6. At full size this file therefore checks that kbenv's fp32 threshold
+for a scalar loss is tight (about 1e-5) rather than a bf16-level 2e-2, under which a 1% sample would pass.
 """
 import torch
 import torch.nn as nn

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Everything kbenv measures on the GPU machine, in one call (the device budget is small):
+#   bash benchmarks/gpu_run.sh STAGE...   stages: setup tests bench suite rollout audit profile
+# Results and logs go under $OUT (or ./gpu-out).
+set -u
+FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
+OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
+export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled RAY_SCHEDULER_EVENTS=0
+export KBENV_CACHE=/tmp/kbenv-cache
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > "$OUT/setup.log" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/kb . >> "$OUT/setup.log" 2>&1
+export PYTHONPATH=/tmp/kb:/tmp/site
+if [ -x .bw/root/usr/bin/bwrap ]; then export PATH=$PWD/.bw/root/usr/bin:$PATH; fi
+if command -v bwrap >/dev/null && bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --tmpfs /tmp --unshare-all \
+     --die-with-parent --new-session --cap-drop ALL --uid 65534 --gid 65534 \
+     python3 -c "import torch; print(torch.zeros(1, device='cuda').item())" >> "$OUT/setup.log" 2>&1; then
+  echo "sandbox: bwrap" | tee -a "$OUT/setup.log"
+else
+  export KBENV_SANDBOX=none; echo "sandbox: none (bwrap unavailable or CUDA fails inside it)" | tee -a "$OUT/setup.log"
+fi
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv >> "$OUT/setup.log" 2>&1
+cd /tmp  # run from outside the checkout so the installed package (with the mapped namespace) is what imports
+R=$OLDPWD
+for stage in "$@"; do
+  case $stage in
+    tests) timeout 300 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+             --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
+    bench) timeout 420 python3 "$R/benchmarks/sandbox_bench.py" --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
+    suite) timeout 420 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    audit) { timeout 200 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
+             timeout 200 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
+             timeout 100 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;
+    rollout) timeout 400 python3 -m kbenv.cli rollout --policy known-good --out /tmp/run-good --no-progress > "$OUT/rollout.log" 2>&1
+             python3 -m kbenv.cli report /tmp/run-good --plot "$OUT/speedups.png" >> "$OUT/rollout.log" 2>&1 ;;
+    profile) timeout 300 python3 "$R/benchmarks/profile_workloads.py" --out-dir "$OUT/profiles" --allow-unclassified \
+               > "$OUT/profile.log" 2>&1 ;;
+  esac
+  echo "stage $stage done: $?" >> "$OUT/setup.log"
+done
+tar -czf "$FINAL/results.tgz" -C /tmp gpuout
+tail -n 5 "$OUT"/*.log

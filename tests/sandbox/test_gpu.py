@@ -1,0 +1,53 @@
+"""Faults only CUDA shows: an illegal memory access and a kernel that never ends. Run on the GPU machine."""
+
+import textwrap
+
+import pytest
+
+from kbenv.sandbox.result import EvalRequest
+
+pytestmark = pytest.mark.gpu
+
+PID = "kernelbench/level1/19"
+
+KERNEL = textwrap.dedent('''
+    import torch, torch.nn as nn, triton, triton.language as tl
+
+    @triton.jit
+    def k(x_ptr, y_ptr, n, flag_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m)
+        if MODE == 1:  # unmasked store far past the buffer
+            tl.store(y_ptr + offs + (1 << 40), x)
+        if MODE == 2:  # spin until a flag nobody sets
+            f = tl.load(flag_ptr)
+            while f == 0:
+                f = tl.load(flag_ptr, volatile=True)
+        tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=m)
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+        def forward(self, x):
+            y = torch.empty_like(x)
+            flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+            n = x.numel()
+            k[(triton.cdiv(n, 1024),)](x, y, n, flag, MODE=MODE_VALUE, BLOCK=1024)
+            return y
+''')
+
+
+@pytest.mark.parametrize("mode,category", [(1, "crash"), (2, "timeout")])
+def test_cuda_fault_then_next_evaluation_works(mode, category, cache_dir):
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cuda", cache_dir=cache_dir, limits={"trial_s": 20, "compile_s": 120})
+    try:
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", str(mode)), size="full",
+                                       measure_time=False))
+        assert bad.verdict == "fail" and bad.category == category, (bad.category, bad.reason, bad.error)
+        good = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", "0"), size="full",
+                                        measure_time=False))
+        assert good.verdict == "pass", (good.category, good.reason, good.error)
+    finally:
+        sup.close()
