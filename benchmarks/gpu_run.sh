@@ -23,19 +23,19 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout 300 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) timeout 60 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
-    bench) timeout 420 python3 "$R/benchmarks/sandbox_bench.py" --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
-    suite) timeout 420 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
-    audit) { timeout 200 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
-             timeout 200 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
-             timeout 100 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;
-    rollout) timeout 400 python3 -m kbenv.cli rollout --policy known-good --out /tmp/run-good --no-progress > "$OUT/rollout.log" 2>&1
+    bench) timeout 240 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
+    suite) timeout 150 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
+             timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
+             timeout 50 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;
+    rollout) timeout 90 python3 -m kbenv.cli rollout --policy known-good --out /tmp/run-good --no-progress > "$OUT/rollout.log" 2>&1
              python3 -m kbenv.cli report /tmp/run-good --plot "$OUT/speedups.png" >> "$OUT/rollout.log" 2>&1 ;;
     profile) timeout 300 python3 "$R/benchmarks/profile_workloads.py" --out-dir "$OUT/profiles" --allow-unclassified \
                > "$OUT/profile.log" 2>&1 ;;
   esac
-  echo "stage $stage done: $?" >> "$OUT/setup.log"
+  echo "stage $stage done: $? at $(date +%T)" >> "$OUT/setup.log"
+  tar -czf "$FINAL/results.tgz" -C /tmp gpuout   # after every stage: a kill at the limit keeps what finished
 done
-tar -czf "$FINAL/results.tgz" -C /tmp gpuout
 tail -n 5 "$OUT"/*.log

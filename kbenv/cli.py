@@ -152,23 +152,23 @@ def _has_cuda() -> bool:
 
 
 def cmd_baselines(args) -> int:
-    from kbenv.problems import list_problems
-    from kbenv.sandbox.baselines import BaselineCache
-    from kbenv.sandbox.supervisor import Supervisor
     import torch
+
+    from kbenv.problems import list_problems
+    from kbenv.sandbox.supervisor import Supervisor
     device = args.device or ("cuda" if _has_cuda() else "cpu")
     size = args.size or ("full" if device.startswith("cuda") else "small")
-    dev = torch.device("cuda", 0) if device == "cuda" else torch.device(device)
-    timing = Supervisor.__init__.__defaults__  # noqa: F841 - same protocol as the supervisor's defaults
-    cache = BaselineCache(Path(os.environ.get("KBENV_CACHE", Path.home() / ".cache" / "kbenv")) / "baselines", dev,
-                          timing={"n_warmup": 5 if dev.type == "cuda" else 1, "n_trials": 100 if dev.type == "cuda" else 5})
+    sup = Supervisor(device="cuda:0" if device == "cuda" else device, keep_spare=False)  # same cache and protocol
     ids = _parse_ids(args.ids)
-    for p in list_problems(args.set):
-        if ids and p.number not in ids:
-            continue
-        prec = args.precision or p.precision_default
-        b = cache.get(p, size, prec)
-        print(f"{p.id:28s} eager {b['eager_ms']:.4f} ms  compile {b.get('compile_ms') or float('nan'):.4f} ms  best {b['best']}")
+    probs = [p for p in list_problems(args.set) if not ids or p.number in ids]
+    items = [(p, size, args.precision or p.precision_default) for p in probs]
+    sup.baselines.prefetch(items)
+    for p, z, prec in items:
+        b = sup.baselines.get(p, z, prec)
+        print(f"{p.id:28s} {prec} eager {b['eager_ms']:.4f} ms  compile {b.get('compile_ms') or float('nan'):.4f} ms"
+              f"  best {b['best']}")
+    sup.close()
+    del torch
     return 0
 
 

@@ -47,6 +47,18 @@ class BaselineCache:
                           torch.__version__.replace("+", "_"), precision, size,
                           f"w{self.timing.get('n_warmup')}t{self.timing.get('n_trials')}", "-".join(self.kinds)])
 
+    def prefetch(self, items) -> None:
+        """Measure every missing (problem, size, precision) in one clean subprocess (one inductor start-up)."""
+        missing = [(p, z, c) for p, z, c in items if not (self.root / (self.key(p, z, c) + ".json")).exists()]
+        if not missing:
+            return
+        results = measure_in_subprocess_many(missing, self.device, self.kinds, self.timing)
+        for (p, z, c), data in zip(missing, results):
+            path = self.root / (self.key(p, z, c) + ".json")
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(path)
+
     def get(self, problem, size: str, precision: str) -> dict:
         path = self.root / (self.key(problem, size, precision) + ".json")
         with self._lock:
@@ -60,15 +72,22 @@ class BaselineCache:
 
 
 def measure_in_subprocess(problem, size, precision, device, kinds, timing) -> dict:
-    args = {"problem": problem.id, "problem_file": str(problem.path), "overrides": problem.overrides(size),
-            "precision": precision, "device": str(device), "kinds": list(kinds), "timing": timing}
+    return measure_in_subprocess_many([(problem, size, precision)], device, kinds, timing)[0]
+
+
+def measure_in_subprocess_many(items, device, kinds, timing) -> list[dict]:
+    jobs = [{"problem": p.id, "problem_file": str(p.path), "overrides": p.overrides(z), "precision": c,
+             "device": str(device), "kinds": list(kinds), "timing": timing} for p, z, c in items]
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "kbenv.sandbox.baselines", json.dumps(args)],
-                          capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run([sys.executable, "-m", "kbenv.sandbox.baselines", json.dumps(jobs)],
+                          capture_output=True, text=True, env=env, timeout=7200)
     if proc.returncode != 0:
-        raise BaselineError(f"baseline for {problem.id} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise BaselineError(f"baselines for {[j['problem'] for j in jobs]} failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if len(out) != len(jobs):
+        raise BaselineError("the baseline process returned the wrong number of results")
+    return out
 
 
 def _measure(args: dict) -> dict:
@@ -106,4 +125,4 @@ def _measure(args: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_measure(json.loads(sys.argv[1]))))
+    print(json.dumps([_measure(job) for job in json.loads(sys.argv[1])]))

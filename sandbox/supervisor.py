@@ -104,6 +104,7 @@ class _WorkerProc:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired as e:
             raise HarnessError(f"worker {self.proc.pid} survived SIGKILL") from e
+        self.arena.close()
         for fd in (self.fd_to, self.fd_from, self.arena.fd):
             try:
                 os.close(fd)
@@ -254,6 +255,7 @@ class Supervisor:
                 env[k] = os.environ[k]
         if self.device.type == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        env["KBENV_WORKER_DEVICE"] = str(self.device)
         cmd = [sys.executable, "-m", "kbenv.sandbox.worker", str(to_r), str(from_w), str(arena)]
         if self.sandbox == "bwrap":
             cmd = self._bwrap_args(workdir) + cmd

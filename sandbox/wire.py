@@ -77,31 +77,52 @@ def read_frame(fd: int, deadline: float | None = None) -> dict:
 
 
 class TensorArena:
-    """A growable memfd both processes map; the writer appends tensors, the reader copies them out."""
+    """A growable memfd both processes map; the writer appends tensors, the reader copies them out.
+
+    Each side keeps one mapping and remaps when the file grows. Device tensors are copied straight between
+    device memory and the mapping (one copy on each side, no intermediate host buffer).
+    """
 
     def __init__(self, fd: int):
         self.fd = fd
         self.offset = 0
+        self._mm = None
+        self._size = 0
 
     def reset(self) -> None:
         self.offset = 0
 
+    def _map(self, size: int, write: bool):
+        if self._mm is None or self._size < size:
+            if self._mm is not None:
+                try:
+                    self._mm.close()
+                except BufferError:  # a view is still alive somewhere: leave it to the GC
+                    pass
+            self._mm = mmap.mmap(self.fd, size, access=mmap.ACCESS_WRITE if write else mmap.ACCESS_READ)
+            self._size = size
+        return self._mm
+
     def put(self, t: torch.Tensor) -> dict:
         t = t.detach()
-        src = t.contiguous().reshape(-1).view(torch.uint8) if t.dtype != torch.bool else \
-            t.contiguous().reshape(-1).to(torch.uint8)
+        if t.dtype == torch.bool:
+            t = t.to(torch.uint8)
+            dtype_name = "bool"
+        else:
+            dtype_name = DTYPE_NAMES[t.dtype]
+        src = t.contiguous().reshape(-1).view(torch.uint8)
         nbytes = src.numel()
         off = (self.offset + 63) // 64 * 64
         end = off + nbytes
         if os.fstat(self.fd).st_size < end:
-            os.ftruncate(self.fd, end)
+            os.ftruncate(self.fd, max(end, 2 * os.fstat(self.fd).st_size))
         if nbytes:
-            with mmap.mmap(self.fd, end, access=mmap.ACCESS_WRITE) as mm:
-                dst = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
-                dst.copy_(src)
-                del dst
+            mm = self._map(os.fstat(self.fd).st_size, write=True)
+            dst = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
+            dst.copy_(src)
+            del dst
         self.offset = end
-        return {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "offset": off, "nbytes": nbytes}
+        return {"dtype": dtype_name, "shape": list(t.shape), "offset": off, "nbytes": nbytes}
 
     def get(self, desc: dict, device="cpu") -> torch.Tensor:
         """Copy a tensor out of the arena after validating its descriptor (never trusts the sizes)."""
@@ -124,7 +145,17 @@ class TensorArena:
             raise ChannelClosed("tensor descriptor points past the arena")
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype, device=device)
-        with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as mm:
-            raw = torch.frombuffer(bytearray(mm[off:off + nbytes]), dtype=torch.uint8)
+        mm = self._map(size, write=False)
+        view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
+        raw = view.to(device, copy=True)  # one copy, straight to the device; the view is released below
+        del view
         t = raw.to(torch.bool) if dtype == torch.bool else raw.view(dtype)
-        return t.reshape(shape).to(device)
+        return t.reshape(shape)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass
+            self._mm = None

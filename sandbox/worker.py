@@ -285,7 +285,7 @@ class Worker:
                 continue
             metas.append({"type": "torch.Tensor", "aliases_input": _overlaps(o, in_ptrs),
                           "device": str(o.device)})
-            descs.append(self.arena.put(o.detach().cpu()) if o.device.type != "cpu" else self.arena.put(o))
+            descs.append(self.arena.put(o))
         samples = None
         if msg.get("input_positions") is not None:
             samples = [self.arena.put(_sample(x, p)) if p is not None else None
@@ -426,6 +426,11 @@ def _sample(x, positions) -> torch.Tensor:
 def main(argv=None) -> int:
     argv = argv or sys.argv[1:]
     fd_in, fd_out, fd_arena = (int(a) for a in argv[:3])
+    dev = os.environ.get("KBENV_WORKER_DEVICE", "")
+    if dev.startswith("cuda"):
+        # A spare worker waits with CUDA initialised, so a context start-up is not on the evaluation's path.
+        torch.cuda.init()
+        torch.empty(1, device=dev)
     w = Worker(fd_in, fd_out, fd_arena)
     try:
         w.serve()
