@@ -7,9 +7,9 @@ FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled RAY_SCHEDULER_EVENTS=0
 export KBENV_CACHE=/tmp/kbenv-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > "$OUT/setup.log" 2>&1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/kb . >> "$OUT/setup.log" 2>&1
-export PYTHONPATH=/tmp/kb:/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/kbsite .whl/*.whl > "$OUT/setup.log" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /opt/kb . >> "$OUT/setup.log" 2>&1
+export PYTHONPATH=/opt/kb:/opt/kbsite  # not under /tmp: the sandbox mounts an empty /tmp
 if [ -x .bw/root/usr/bin/bwrap ]; then export PATH=$PWD/.bw/root/usr/bin:$PATH; fi
 if command -v bwrap >/dev/null && bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --tmpfs /tmp --unshare-all \
      --die-with-parent --new-session --cap-drop ALL --uid 65534 --gid 65534 \

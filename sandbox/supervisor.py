@@ -295,9 +295,25 @@ class Supervisor:
             if w is not None:
                 w.kill()
             w = self._spawn()
+        self._await_ready(w)
         if self.keep_spare:
             self._spare = self._spawn()
         return w
+
+    def _await_ready(self, w: _WorkerProc) -> None:
+        """The worker's first frame, sent before any candidate code exists: without it, the harness is broken."""
+        if getattr(w, "ready", False):
+            return
+        try:
+            msg = wire.read_frame(w.fd_from, time.monotonic() + self.limits["spawn_s"])
+        except (wire.ChannelClosed, wire.ChannelTimeout) as e:
+            tail = w.log_tail()
+            w.kill()
+            raise HarnessError(f"the worker process did not start ({e!r}); sandbox={self.sandbox}; log:\n{tail}") from e
+        if msg.get("type") != "ready":
+            w.kill()
+            raise HarnessError("the worker's first frame was not 'ready'")
+        w.ready = True
 
     def close(self) -> None:
         if self._spare is not None:

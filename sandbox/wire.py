@@ -15,6 +15,7 @@ import os
 import select
 import struct
 import time
+import warnings
 
 import msgpack
 import torch
@@ -146,7 +147,9 @@ class TensorArena:
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype, device=device)
         mm = self._map(size, write=False)
-        view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
+        with warnings.catch_warnings():  # a read-only view, copied at once: torch's non-writable warning is moot
+            warnings.simplefilter("ignore", UserWarning)
+            view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
         raw = view.to(device, copy=True)  # one copy, straight to the device; the view is released below
         del view
         t = raw.to(torch.bool) if dtype == torch.bool else raw.view(dtype)

@@ -433,6 +433,9 @@ def main(argv=None) -> int:
         torch.empty(1, device=dev)
     w = Worker(fd_in, fd_out, fd_arena)
     try:
+        # The harness is up (imports done, hooks installed) before any candidate code exists in this process;
+        # a worker that never says so is a harness fault, not a candidate's.
+        wire.write_frame(fd_out, {"type": "ready", "nonce": None})
         w.serve()
     except (wire.ChannelClosed, wire.ChannelTimeout):
         return 3

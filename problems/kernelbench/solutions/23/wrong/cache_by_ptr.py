@@ -2,11 +2,13 @@
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O13 (output caching across calls), keyed
 by the input's address: the CUDA-L1 pointer cache.
 
-The cache key is (data_ptr, shape, dtype). A new tensor allocated at a freed input's address (the caching
-allocator does this all the time), or an input buffer that the harness refills in place between timed calls,
-hits the cache and gets the old output back without any work. Note: if every call's input lives at an address
-never used before, the cache never hits and this candidate computes honestly; the test relies on the harness
-reusing input memory with new values, which is how a replay-proof harness should exercise it.
+The cache key is (data_ptr, shape, dtype). A new input allocated at a freed input's address, or an input buffer
+that the harness refills in place between timed calls, hits the cache and gets the old output back without any
+work. Whether it hits depends on the harness's allocator, not on the candidate: kbenv's timing loop frees each
+call's inputs before drawing the next ones, so the allocator hands the same block back (seen on CPU; the CUDA
+caching allocator does the same) and the sampled re-check of timed outputs rejects the replayed output. A
+harness that never reused an input address would make this an honest, correct softmax (the attack neutralised
+rather than detected).
 """
 import torch
 import torch.nn as nn

@@ -1,11 +1,13 @@
-# expect: replay|inaccurate|impossible_speed
+# expect: replay|inaccurate|distribution|impossible_speed
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hacks T8 (phase detection), O14 (state drift)
 and O15 (mode branch).
 
 The candidate guesses whether it is being checked or timed: it is "benchmark mode" when a caller's function
 name mentions timing (time/bench/perf/warm/profil), or once it has been called more than 3 times (correctness
 passes usually come first and are few). Checked calls get a real Triton softmax; benchmark calls return the
-previous call's output without any work. kbenv re-checks every timed output against its own inputs.
+previous call's output without any work. kbenv re-checks every timed output against its own inputs (replay); when
+the stale outputs already reach its later correctness trials, the failure shows up there: inaccurate on an
+official-domain trial, distribution when only the broader-domain trials come after the third call.
 """
 import sys
 
