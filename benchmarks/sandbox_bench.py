@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="sandbox_bench.json")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated problem ids for the known-good loop")
     args = ap.parse_args()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -40,9 +41,10 @@ def main():
     sup = Supervisor(device=args.device)
     from kbenv.problems import get_problem
     good = KnownGoodPolicy()
+    chosen = [p for p in good.problems() if not args.only or p in args.only.split(",")]
     t = time.perf_counter()
     items = [(get_problem(pid), args.size, args.precision or get_problem(pid).precision_default)
-             for pid in good.problems()]
+             for pid in chosen]
     sup.baselines.prefetch(items)
     report["baselines_build_s"] = time.perf_counter() - t
     print(f"baselines (eager + torch.compile) for {len(items)} problems: {report['baselines_build_s']:.1f} s", flush=True)
@@ -73,7 +75,7 @@ def main():
     print(json.dumps({k: v for k, v in report["p23"].items() if k != "evals"}, indent=1), flush=True)
 
     per = []
-    for pid in good.problems():
+    for pid in chosen:
         from kbenv.prompts import extract_code
         code = extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
         t = time.perf_counter()

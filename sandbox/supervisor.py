@@ -267,7 +267,9 @@ class Supervisor:
             os.setsid()
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))
+            # Bounds any one file the candidate writes; the output arena (a memfd) counts too, so it must exceed
+            # the largest output (KernelBench level 1 reaches 8 GiB).
+            resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 30, 64 << 30))
             if mem:
                 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
@@ -367,6 +369,8 @@ class Supervisor:
         if reply.get("type") != "reply":
             raise CandidateFault("crash", f"protocol violation during {phase}: unexpected frame")
         if "error" in reply:
+            if reply.get("error_type") == "harness":
+                raise HarnessError(f"the worker's harness failed during {phase}: {str(reply['error'])[-3000:]}")
             cat = reply.get("error_type", "runtime")
             if cat not in ("compile", "runtime", "oom", "crash", "timeout"):
                 cat = "runtime"
@@ -403,7 +407,8 @@ class Supervisor:
         out_bytes = sum(_nbytes(r) for r in refs)
         reply = self._call(w, {"type": "trial", "seed": seed, "domain": domain,
                                "pattern": pattern, "poison_bytes": 2 * out_bytes + (64 << 20),
-                               "input_positions": in_pos, "suppress_custom": suppress},
+                               "input_positions": in_pos, "suppress_custom": suppress,
+                               "expected": [list(r.shape) for r in refs]},
                            self.limits["trial_s"], "correctness")
         outs = []
         for d in reply.get("outputs") or []:
@@ -421,8 +426,10 @@ class Supervisor:
                 samples = (torch.cat([e.reshape(-1).double() for e in exp]),
                            torch.cat([g.reshape(-1).double() for g in got]) if all(
                                g.numel() == e.numel() for g, e in zip(got, exp)) else torch.empty(0))
-        # Placeholders for non-tensor outputs keep the per-output structure for the type check.
-        outs = [o if o is not None else torch.empty(0) for o in outs]
+        # Placeholders for outputs that were not copied keep the per-output structure for the checks: the
+        # reported shape (wrong_shape) or an empty tensor (wrong_type).
+        outs = [o if o is not None else (torch.empty(0) if "shape" not in m else _ShapeOnly(m["shape"]))
+                for o, m in zip(outs + [None] * (len(metas) - len(outs)), metas)]
         return inputs, refs, outs, metas, samples, reply
 
     def _get(self, w, desc, device=None):
@@ -585,6 +592,11 @@ class Supervisor:
                 shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
             except (OSError, shutil.Error):
                 shutil.rmtree(dst, ignore_errors=True)
+
+
+def _ShapeOnly(shape) -> torch.Tensor:
+    """A stand-in with the reported (wrong) shape and no storage, for the shape check."""
+    return torch.empty(shape, device="meta")
 
 
 def custom_kernel_names(source: str) -> set[str]:

@@ -276,11 +276,29 @@ class Worker:
             if self.device.type == "cpu":
                 ctypes.CDLL(None).mallopt(-6, 0)
         launches = _LAUNCHES["count"]
+        try:
+            return self._report(out, inputs, in_ptrs, launches, msg)
+        except (wire.ChannelClosed, wire.ChannelTimeout):
+            raise
+        except Exception as e:  # noqa: BLE001 - the harness's own step failed: not the candidate's fault
+            return {"error": _tb(e), "error_type": "harness", "where": "trial-report"}
+
+    def _report(self, out, inputs, in_ptrs, launches, msg) -> dict:
         outs = list(out) if _type(out) in (tuple, list) else [out]
         descs, metas = [], []
-        for o in outs:
+        expected = msg.get("expected") or []
+        for i, o in enumerate(outs):
             if _type(o) is not torch.Tensor:
                 metas.append({"type": f"{_type(o).__module__}.{_type(o).__qualname__}"})
+                descs.append(None)
+                continue
+            if o.device.type != self.device.type or o.layout != torch.strided or o.is_quantized:
+                metas.append({"type": f"torch.Tensor ({o.device.type}, {o.layout})"})
+                descs.append(None)
+                continue
+            if i < len(expected) and list(o.shape) != list(expected[i]):
+                # Never copy an output of the wrong shape (it may be a huge broadcast view): report the shape.
+                metas.append({"type": "torch.Tensor", "shape": list(o.shape)})
                 descs.append(None)
                 continue
             metas.append({"type": "torch.Tensor", "aliases_input": _overlaps(o, in_ptrs),

@@ -1,14 +1,15 @@
 # expect: replay|inaccurate|impossible_speed
+# expect-cpu: replay|pass
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O13 (output caching across calls), keyed
 by the input's address: the CUDA-L1 pointer cache.
 
 The cache key is (data_ptr, shape, dtype). A new input allocated at a freed input's address, or an input buffer
 that the harness refills in place between timed calls, hits the cache and gets the old output back without any
-work. Whether it hits depends on the harness's allocator, not on the candidate: kbenv's timing loop frees each
-call's inputs before drawing the next ones, so the allocator hands the same block back (seen on CPU; the CUDA
-caching allocator does the same) and the sampled re-check of timed outputs rejects the replayed output. A
-harness that never reused an input address would make this an honest, correct softmax (the attack neutralised
-rather than detected).
+work. Whether it hits depends on the harness's allocator, not on the candidate. kbenv's timing loop frees each
+call's inputs before drawing the next ones; on CUDA the caching allocator hands the same block back, so a timed
+call replays the previous one's output and the sampled re-check of timed outputs rejects it (replay). On CPU
+the address is reused only sometimes (seen both ways in repeated runs): when it is not, the cache never hits
+and the candidate is an honest, correct softmax (pass), the attack neutralised rather than detected.
 """
 import torch
 import torch.nn as nn
