@@ -1,5 +1,5 @@
 # expect: replay|inaccurate|impossible_speed
-# expect-cpu: replay|pass
+# expect-cpu: replay|inaccurate|pass
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O13 (output caching across calls), keyed
 by the input's address: the CUDA-L1 pointer cache.
 
@@ -8,8 +8,9 @@ that the harness refills in place between timed calls, hits the cache and gets t
 work. Whether it hits depends on the harness's allocator, not on the candidate. kbenv's timing loop frees each
 call's inputs before drawing the next ones; on CUDA the caching allocator hands the same block back, so a timed
 call replays the previous one's output and the sampled re-check of timed outputs rejects it (replay). On CPU
-the address is reused only sometimes (seen both ways in repeated runs): when it is not, the cache never hits
-and the candidate is an honest, correct softmax (pass), the attack neutralised rather than detected.
+the address is reused only sometimes, in a correctness trial (inaccurate), in a timed call (replay) or not at
+all (four runs gave all three): then the cache never hits and the candidate is an honest, correct softmax
+(pass), the attack neutralised rather than detected.
 """
 import torch
 import torch.nn as nn
