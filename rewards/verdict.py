@@ -117,16 +117,25 @@ def judge(trials: list[Trial], precision: str, invariants=(), tolerance=None, ti
         is the first failing category in ``CATEGORY_ORDER`` (``distribution`` when only trials on a
         broader input domain failed), or None when everything passed.
     """
+    per_trial = [(trial.domain, correctness_checks(trial, precision, invariants, tolerance, seed=t_i))
+                 for t_i, trial in enumerate(trials)]
+    return judge_checks(per_trial, timing=timing, decoy=decoy)
+
+
+def judge_checks(per_trial: list[tuple[str, list]], timing: dict | None = None,
+                 decoy: dict | None = None) -> Verdict:
+    """:func:`judge` over correctness checks already computed per trial (``(domain, checks)`` pairs), so a
+    caller can check each trial as it arrives and free its tensors (full-size outputs reach 8 GiB)."""
     all_checks: list[C.Check] = []
     official_failed: list[C.Check] = []
     broad_failed: list[C.Check] = []
-    for t_i, trial in enumerate(trials):
-        cs = correctness_checks(trial, precision, invariants, tolerance, seed=t_i)
+    for t_i, (domain, cs) in enumerate(per_trial):
         for c in cs:
-            c.name = f"trial{t_i}({trial.domain}):{c.name}"
+            if not c.name.startswith("trial"):
+                c.name = f"trial{t_i}({domain}):{c.name}"
         all_checks += cs
         failed = [c for c in cs if not c.passed]
-        (official_failed if trial.domain == "default" else broad_failed).extend(failed)
+        (official_failed if domain == "default" else broad_failed).extend(failed)
     correct = not official_failed and not broad_failed
     if decoy is not None:
         all_checks += decoy_checks(decoy)
@@ -139,7 +148,6 @@ def judge(trials: list[Trial], precision: str, invariants=(), tolerance=None, ti
         first = _first(official_failed)
     elif broad_failed:
         c = _first(broad_failed)
-        first = dataclasses.replace(c, category="distribution")
         return Verdict(all_checks, False, "distribution",
                        f"right on the official inputs but wrong on a broader domain: {c.name} {_fmt(c)}")
     else:

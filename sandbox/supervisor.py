@@ -35,7 +35,7 @@ from kbenv.problems import PRECISIONS, Problem, get_problem, make_inputs, make_m
 from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.reward import compute_reward, speedup as speedup_of
-from kbenv.rewards.verdict import CORRECTNESS_CATEGORIES, Trial, judge
+from kbenv.rewards.verdict import Trial, correctness_checks, judge, judge_checks
 from kbenv.sandbox import wire
 from kbenv.sandbox.baselines import BaselineCache
 from kbenv.sandbox.result import EvalRequest, EvalResult
@@ -94,6 +94,8 @@ class _WorkerProc:
             raise wire.ChannelClosed("frame with a wrong nonce")
         return msg
 
+    pid_ns: str | None = None
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -104,6 +106,21 @@ class _WorkerProc:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired as e:
             raise HarnessError(f"worker {self.proc.pid} survived SIGKILL") from e
+        if self.pid_ns:
+            # The namespace's processes die asynchronously once bwrap is gone; wait (and help) until they are.
+            deadline = time.monotonic() + 10
+            while True:
+                left = _pids_in_namespace(self.pid_ns)
+                if not left:
+                    break
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"sandbox processes {left} survived the evaluation")
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                time.sleep(0.02)
         self.arena.close()
         for fd in (self.fd_to, self.fd_from, self.arena.fd):
             try:
@@ -290,6 +307,11 @@ class Supervisor:
                 "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", "65534", "--gid", "65534", "--chdir", str(workdir)]
 
+    def _release(self) -> None:
+        """Hand freed device memory back to the driver, so the worker (another process) can use it."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _take_worker(self) -> _WorkerProc:
         w = self._spare
         self._spare = None
@@ -316,6 +338,9 @@ class Supervisor:
             w.kill()
             raise HarnessError("the worker's first frame was not 'ready'")
         w.ready = True
+        ns = msg.get("pid_ns")
+        if self.sandbox == "bwrap" and isinstance(ns, str) and ns != os.readlink("/proc/self/ns/pid"):
+            w.pid_ns = ns  # the sandbox's own PID namespace: everything in it dies with the evaluation
 
     def close(self) -> None:
         if self._spare is not None:
@@ -353,6 +378,7 @@ class Supervisor:
                 w.log_path.unlink()
             except OSError:
                 pass
+        self._release()
         phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
         res.finalize_reward(req.reward_fn, share, req.fast_p)
@@ -460,9 +486,10 @@ class Supervisor:
         for d in problem.domains[1:]:
             plan.append((d, self._seed(problem.id, req.size, "domain", d)))
         plan.append(("fresh:default", self._seed(problem.id, req.size, "fresh", self._eval_counter, os.urandom(8).hex())))
-        trials: list[Trial] = []
+        per_trial: list[tuple[str, list]] = []
         launches = 0
         threads_left = 0
+        inv, tol = problem.invariants, problem.tolerance
         for i, (domain, seed) in enumerate(plan):
             inputs, refs, outs_a, metas, samples, reply = self._trial(w, st, seed, domain, PATTERN_A, precision)
             launches = max(launches, int(reply.get("launches", 0)))
@@ -470,10 +497,15 @@ class Supervisor:
             outs_b = None
             if i == 0:
                 _, _, outs_b, _, _, _ = self._trial(w, st, seed, domain, PATTERN_B, precision, positions=False)
-            trials.append(Trial(domain.replace("fresh:", ""), inputs, refs, outs_a, outs_b, metas, PATTERN_A,
-                                PATTERN_B, samples))
+            trial = Trial(domain.replace("fresh:", ""), inputs, refs, outs_a, outs_b, metas, PATTERN_A, PATTERN_B,
+                          samples)
+            # Check each trial as it arrives and drop its tensors: keeping every trial's outputs of a
+            # full-size problem alive at once would take tens of GiB.
+            per_trial.append((trial.domain, correctness_checks(trial, precision, inv, tol, seed=i)))
+            del trial, inputs, refs, outs_a, outs_b
+            self._release()
         phases["correctness"] = time.monotonic() - t0
-        verdict = judge(trials, precision, problem.invariants, problem.tolerance)
+        verdict = judge_checks(per_trial)
         res.correct = verdict.correct
         if not verdict.passed:
             res.set_verdict(verdict)
@@ -484,8 +516,10 @@ class Supervisor:
             inputs, refs, outs, metas, _, _ = self._trial(w, st, plan[0][1], "default", PATTERN_A, precision,
                                                           positions=False, suppress=True)
             noop = judge([Trial("default", inputs, refs, outs, None, metas, PATTERN_A, PATTERN_B)], precision,
-                         problem.invariants, problem.tolerance)
+                         inv, tol)
             decoy["noop_correct"] = noop.correct
+            del inputs, refs, outs
+            self._release()
         if self.device.type == "cuda":
             names = custom_kernel_names(req.candidate)
             prof = self._call(w, {"type": "profile", "seed": plan[0][1], "custom_names": sorted(names)},
@@ -494,11 +528,10 @@ class Supervisor:
             if launches == 0 and decoy["custom_gpu_share"] > 0:
                 decoy["custom_launches"] = 1  # CUDA extension kernels seen by the profiler
         res.facts["decoy"] = decoy
-        # -- timing ----------------------------------------------------------------------------------
         if not req.measure_time:
-            verdict = judge(trials, precision, problem.invariants, problem.tolerance, decoy=decoy)
-            res.set_verdict(verdict)
+            res.set_verdict(judge_checks(per_trial, decoy=decoy))
             return
+        # -- timing ----------------------------------------------------------------------------------
         t0 = time.monotonic()
         timing = self._time(req, w, st, precision)
         res.timings = dict(timing.pop("stats"))
@@ -509,8 +542,7 @@ class Supervisor:
         if self.device.type == "cuda" and req.size == "full":
             timing["floor_ms"] = problem.floor_ms(precision, PEAKS["bytes_per_s"], PEAKS["flops"][precision])
             res.timings["floor_ms"] = timing["floor_ms"]
-        verdict = judge(trials, precision, problem.invariants, problem.tolerance, timing=timing, decoy=decoy)
-        res.set_verdict(verdict)
+        res.set_verdict(judge_checks(per_trial, timing=timing, decoy=decoy))
         if res.timings.get("median_ms"):
             res.speedup = speedup_of(base["best_ms"], res.timings["median_ms"])
 
@@ -604,6 +636,18 @@ def custom_kernel_names(source: str) -> set[str]:
     names = set(re.findall(r"__global__\s+(?:void|[\w:<>]+)\s+(\w+)\s*\(", source))
     names |= set(re.findall(r"@triton\.(?:jit|autotune)[\s\S]*?def\s+(\w+)\s*\(", source))
     return names
+
+
+def _pids_in_namespace(ns: str) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
 
 
 def _nbytes(x) -> int:

@@ -453,7 +453,7 @@ def main(argv=None) -> int:
     try:
         # The harness is up (imports done, hooks installed) before any candidate code exists in this process;
         # a worker that never says so is a harness fault, not a candidate's.
-        wire.write_frame(fd_out, {"type": "ready", "nonce": None})
+        wire.write_frame(fd_out, {"type": "ready", "nonce": None, "pid_ns": os.readlink("/proc/self/ns/pid")})
         w.serve()
     except (wire.ChannelClosed, wire.ChannelTimeout):
         return 3
