@@ -98,11 +98,11 @@ class KernelEnv(gym.Env):
         self._evaluator = evaluator
         self.render_mode = render_mode
         self._size_arg = size
-        text = spaces.Text(max_length=MAX_TEXT, charset=CHARSET)
+        text = spaces.Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self.observation_space = spaces.Dict({
             "system": text, "prompt": text, "problem_id": spaces.Text(max_length=200, charset=CHARSET),
             "feedback": text, "turn": spaces.Discrete(self.max_turns + 1)})
-        self.action_space = spaces.Text(max_length=MAX_TEXT, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self._problem = None
         self._turn = 0
         self._done = True

@@ -18,6 +18,7 @@ Problem ids never change meaning: a change to shapes, init, tolerance or invaria
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -114,6 +115,10 @@ class Problem:
         return 1e3 * max(t_bytes, t_flops)
 
     def describe(self) -> dict:
+        """A fresh JSON-safe dict (a copy: callers may keep or modify it)."""
+        return copy.deepcopy(self._describe())
+
+    def _describe(self) -> dict:
         d = {
             "id": self.id, "name": self.name, "family": self.family, "invariants": list(self.invariants),
             "domains": list(self.domains), "precision": {"default": self.precision_default,

@@ -30,13 +30,20 @@ def _tensors(x):
             yield from _tensors(y)
 
 
-def compute_floor(source: str, filename: str) -> dict:
+def compute_floor(source: str, filename: str, exclude: dict | None = None) -> dict:
+    """Minimum traffic and FLOPs at full size. ``exclude`` (the manifest's ``floor_exclude``) names inputs
+    (``"inputs": [i, ...]``) or all parameters (``"params": true``) that the op reads only sparsely (embedding
+    tables): they count for nothing, so the floor stays a true lower bound."""
+    exclude = exclude or {}
     ns = load_namespace(source, filename)
     with torch.device("meta"):
         torch.manual_seed(0)
         inputs = ns["get_inputs"]()
         model = ns["Model"](*ns["get_init_inputs"]())
-    tensors = list(_tensors(inputs)) + list(model.parameters()) + list(model.buffers())
+    skip = set(exclude.get("inputs", []))
+    tensors = [t for i, x in enumerate(inputs) if i not in skip for t in _tensors(x)]
+    if not exclude.get("params"):
+        tensors += list(model.parameters()) + list(model.buffers())
     with FlopCounterMode(display=False) as fc, torch.no_grad():
         out = model(*inputs)
     tensors += list(_tensors(out))
@@ -58,7 +65,7 @@ def build(set_name: str) -> dict:
     for e in entries:
         f = set_dir / e["file"]
         try:
-            e["floor"] = compute_floor(f.read_text(), str(f))
+            e["floor"] = compute_floor(f.read_text(), str(f), e.get("floor_exclude"))
         except Exception as exc:  # noqa: BLE001 - reported, and the build fails below
             raise SystemExit(f"{f}: floor could not be computed on the meta device: {exc!r}")
     return {"set": set_name, "version": 0, "problems": entries}

@@ -1,0 +1,23 @@
+from kbenv.prompts import extract_code, problem_prompt
+
+CODE = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
+
+
+def test_extract_last_block_with_modelnew():
+    reply = f"Here is the input:\n```python\nclass Model: pass\n```\nAnswer:\n```python\n{CODE}```\nDone."
+    assert extract_code(reply) == CODE
+
+
+def test_extract_variants():
+    assert extract_code(f"```py\n{CODE}```") == CODE
+    assert extract_code(f"<think>```python\nclass ModelNew: wrong\n```</think>\n```python\n{CODE}```") == CODE
+    assert extract_code(f"Sure!\n{CODE}") == CODE
+    assert extract_code(f"```python\n{CODE}") == CODE  # unterminated fence (truncated reply)
+    assert extract_code("no code here") is None
+    assert extract_code("```python\nprint(1)\n```") is None
+    assert extract_code(None) is None
+
+
+def test_prompt_names_backend_gpu_and_precision():
+    p = problem_prompt("class Model: pass", backend="cuda", gpu="NVIDIA H200", precision="bf16")
+    assert "CUDA" in p and "NVIDIA H200" in p and "bf16" in p and "class Model: pass" in p

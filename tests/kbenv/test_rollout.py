@@ -1,0 +1,59 @@
+"""Rollouts: Ray-parallel episodes with an append-only record log that survives a kill and resumes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from kbenv.records import read_records
+from kbenv.report import summarize
+from kbenv.rollout import RolloutConfig, run_rollout
+
+PROBLEMS = "kernelbench/level1/19,kernelbench/level1/21,kernelbench/level1/88"
+
+
+def test_rollout_known_good_and_report(pool, tmp_path):
+    run = run_rollout(RolloutConfig(policy="known-good", problems=PROBLEMS, turns=2, out=str(tmp_path / "run"),
+                                    progress=False), pool=pool)
+    recs = read_records(run)
+    assert sorted(r["problem"] for r in recs) == sorted(PROBLEMS.split(","))  # each solved on turn 0
+    assert all(r["verdict"] == "pass" and r["episode_done"] and r["turn"] == 0 for r in recs)
+    s = summarize(recs)
+    assert s["final"]["correct_pct"] == 100.0 and s["final"]["passed"] == 3
+
+
+def test_rollout_known_bad_runs_all_turns(pool, tmp_path):
+    run = run_rollout(RolloutConfig(policy="known-bad", problems="kernelbench/level1/24", turns=2,
+                                    out=str(tmp_path / "bad"), progress=False), pool=pool)
+    recs = read_records(run)
+    assert [r["turn"] for r in recs] == [0, 1]
+    assert all(r["reward"] == 0.0 and r["verdict"] == "fail" for r in recs)
+    assert recs[-1]["episode_done"] and not recs[0]["episode_done"]
+
+
+def test_resume_after_kill(tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "kbenv.cli", "rollout", "--policy", "known-good", "--problems",
+           PROBLEMS + ",kernelbench/level1/23,kernelbench/level1/47", "--turns", "1", "--device", "cpu",
+           "--out", str(out), "--no-progress"]
+    env = {**os.environ, "KBENV_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if (out / "records.msgpack").exists() and len(read_records(out)) >= 1:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = read_records(out)
+    assert 1 <= len(first) < 5, "the kill should land mid-run"
+    r = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = read_records(out)
+    done = [(x["problem"], x["episode"]) for x in recs if x["episode_done"]]
+    assert sorted(set(done)) == sorted((p, 0) for p in (PROBLEMS + ",kernelbench/level1/23,kernelbench/level1/47").split(","))
+    assert len(done) == len(set(done)), "a finished episode was evaluated again after resuming"
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["finished"] is True
