@@ -1,0 +1,60 @@
+"""Replay the known-bad suite and the known-good kernels through the full path and tabulate the outcome.
+
+The candidates live beside the problems (``problems/<set>/solutions/<n>/{correct,wrong}/*.py``; each wrong one
+names its expected categories in a ``# expect:`` line). They are read through the scripted policies of
+``kbenv.agents``, resolved by name at run time (kbenv does not import ``agents``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+from kbenv.prompts import extract_code
+from kbenv.sandbox.result import EvalRequest
+
+
+def _agents(name: str):
+    return getattr(importlib.import_module("kbenv.agents.scripted"), name)
+
+
+def run_suite(pool, size: str, include_good: bool = True) -> dict:
+    device = pool.device if isinstance(pool.device, str) else pool.device.type
+    cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
+    good = _agents("KnownGoodPolicy")()
+    goods = [(pid, extract_code(good.act({"problem_id": pid}))) for pid in good.problems()] if include_good else []
+    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size) for c in cases]
+    reqs += [EvalRequest(problem=pid, candidate=src, size=size) for pid, src in goods]
+    t = time.perf_counter()
+    results = pool.evaluate_many(reqs)
+    seconds = time.perf_counter() - t
+    rows = []
+    for c, r in zip(cases, results):
+        expected = c.expected_on(device)
+        if c.expect_sandbox is not None and "pass" in c.expect_sandbox:
+            ok = r.verdict == "pass"  # a sandbox probe: right answer only if the forbidden action was blocked
+        elif "pass" in expected and r.verdict == "pass":
+            ok = True  # documented as harmless on this device
+        else:
+            ok = r.verdict == "fail" and r.reward == 0.0 and r.category in expected
+        rows.append({"candidate": c.id, "expected": list(expected), "verdict": r.verdict, "category": r.category,
+                     "reward": r.reward, "ok": ok, "reason": r.reason[:160]})
+    for (pid, _), r in zip(goods, results[len(cases):]):
+        rows.append({"candidate": f"{pid}:correct", "expected": ["pass"], "verdict": r.verdict,
+                     "category": r.category, "reward": r.reward, "speedup": r.speedup,
+                     "ok": r.verdict == "pass", "reason": r.reason[:160]})
+    return {"device": device, "size": size, "seconds": seconds, "rows": rows,
+            "mismatches": sum(not r["ok"] for r in rows)}
+
+
+def format_suite(report: dict) -> str:
+    lines = [f"{'candidate':52s} {'expected':34s} {'got':16s} {'reward':>8s}  ok"]
+    for row in report["rows"]:
+        got = row["category"] or row["verdict"]
+        exp = "|".join(row["expected"])
+        lines.append(f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
+                     f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
+    n = len(report["rows"])
+    lines.append(f"\n{n} candidates on {report['device']} ({report['size']}) in {report['seconds']:.1f} s = "
+                 f"{60 * n / max(report['seconds'], 1e-9):.1f} evaluations/min; {report['mismatches']} mismatches")
+    return "\n".join(lines)
