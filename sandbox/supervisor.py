@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -130,11 +131,37 @@ class _WorkerProc:
             except OSError:
                 pass
 
+    def drain_output(self) -> None:
+        buf = bytearray()
+        stream = self.proc.stdout
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > (64 << 10):
+                del buf[:len(buf) - (64 << 10)]
+            self.output = bytes(buf)
+        self.output = bytes(buf)
+
+    output: bytes = b""
+
     def log_tail(self, n: int = 3000) -> str:
+        # Give the reader thread a moment to collect what a dying process wrote last.
+        for _ in range(50):
+            if self.proc.poll() is not None and (self.proc.stdout is None or self.proc.stdout.closed
+                                                 or not self._pending()):
+                break
+            time.sleep(0.01)
+        return self.output.decode(errors="replace")[-n:]
+
+    def _pending(self) -> bool:
+        import select as _select
         try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+            r, _, _ = _select.select([self.proc.stdout], [], [], 0)
+            return bool(r)
+        except (ValueError, OSError):
+            return False
 
 
 class Supervisor:
@@ -279,25 +306,27 @@ class Supervisor:
         if self.sandbox == "bwrap":
             cmd = self._bwrap_args(workdir) + cmd
         log_path = workdir.parent / (workdir.name + ".log")
-        log = open(log_path, "wb")
         mem = self.memory_limit if self.device.type == "cpu" else None
 
         def limits():
             os.setsid()
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-            # Bounds any one file the candidate writes; the output arena (a memfd) counts too, so it must exceed
-            # the largest output (KernelBench level 1 reaches 8 GiB).
-            resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 30, 64 << 30))
+            # Bounds any one file the candidate writes. The output arena is sized by the supervisor before each
+            # trial (its ftruncate is not subject to this limit), so outputs of any size still fit.
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
             if mem:
                 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=workdir, pass_fds=(to_r, from_w, arena), preexec_fn=limits)
-        log.close()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=env, cwd=workdir, pass_fds=(to_r, from_w, arena), preexec_fn=limits)
         os.close(to_r)
         os.close(from_w)
-        return _WorkerProc(proc, to_w, from_r, arena, workdir, log_path)
+        w = _WorkerProc(proc, to_w, from_r, arena, workdir, log_path)
+        # The candidate's stdout and stderr decide nothing; only their last 64 KiB are kept (in memory: a
+        # candidate printing forever cannot fill a disk) for crash reports.
+        threading.Thread(target=w.drain_output, daemon=True).start()
+        return w
 
     def _bwrap_args(self, workdir: Path) -> list[str]:
         """bubblewrap: read-only root, a read-only empty /tmp, the private workdir the only writable place,
@@ -433,6 +462,7 @@ class Supervisor:
             in_pos = [torch.randint(0, max(x.numel(), 1), (N_INPUT_SAMPLES,), generator=gen).tolist()
                       if isinstance(x, torch.Tensor) else None for x in inputs]
         out_bytes = sum(_nbytes(r) for r in refs)
+        self._size_arena(w, out_bytes + sum(N_INPUT_SAMPLES * 8 + 64 for _ in inputs) + (1 << 20))
         reply = self._call(w, {"type": "trial", "seed": seed, "domain": domain,
                                "pattern": pattern, "poison_bytes": 2 * out_bytes + (64 << 20),
                                "input_positions": in_pos, "suppress_custom": suppress,
@@ -459,6 +489,11 @@ class Supervisor:
         outs = [o if o is not None else (torch.empty(0) if "shape" not in m else _ShapeOnly(m["shape"]))
                 for o, m in zip(outs + [None] * (len(metas) - len(outs)), metas)]
         return inputs, refs, outs, metas, samples, reply
+
+    @staticmethod
+    def _size_arena(w, nbytes: int) -> None:
+        if os.fstat(w.arena.fd).st_size < nbytes:
+            os.ftruncate(w.arena.fd, nbytes)
 
     def _get(self, w, desc, device=None):
         try:
@@ -560,6 +595,7 @@ class Supervisor:
         seeds = [self._seed("time", self._eval_counter, k, os.urandom(8).hex()) for k in range(n)]
         t_wall = time.monotonic()
         try:
+            self._size_arena(w, 64 * N_INPUT_SAMPLES * 8 + (1 << 20))
             w.send({"type": "time", "n_warmup": n_warmup, "n_trials": n_trials})
             for k in range(n):
                 w.send({"type": "seed", "seed": seeds[k]})

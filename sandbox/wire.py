@@ -115,8 +115,8 @@ class TensorArena:
         nbytes = src.numel()
         off = (self.offset + 63) // 64 * 64
         end = off + nbytes
-        if os.fstat(self.fd).st_size < end:
-            os.ftruncate(self.fd, max(end, 2 * os.fstat(self.fd).st_size))
+        if os.fstat(self.fd).st_size < end:  # the supervisor pre-sizes the arena; grow only if it did not
+            os.ftruncate(self.fd, end)
         if nbytes:
             mm = self._map(os.fstat(self.fd).st_size, write=True)
             dst = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
