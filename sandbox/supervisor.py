@@ -198,8 +198,10 @@ class Supervisor:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
         cuda = self.device.type == "cuda"
-        self.timing = {"n_warmup": 5 if cuda else 1, "n_trials": 100 if cuda else 5, "n_checked": 4,
-                       **(timing or {})}
+        # A quarter of the timed calls (at least 4), chosen after each call returns, are re-checked at secret
+        # positions: a candidate that replays on a fraction f of calls escapes with probability (1 - f)^25.
+        self.timing = {"n_warmup": 5 if cuda else 1, "n_trials": 100 if cuda else 5, **(timing or {})}
+        self.timing.setdefault("n_checked", max(4, int(self.timing["n_trials"]) // 4))
         self.reference_budget = reference_budget_bytes or ((32 << 30) if cuda else (1 << 30))
         self.baselines = BaselineCache(self.cache_dir / "baselines", self.device, kinds=baselines,
                                        timing=self.timing)

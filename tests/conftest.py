@@ -12,9 +12,7 @@ os.environ.setdefault("RAY_SCHEDULER_EVENTS", "0")
 
 import pytest  # noqa: E402
 
-HAS_CUDA = torch.cuda.is_available()
-DEVICE = "cuda" if HAS_CUDA else "cpu"
-SIZE = "small"
+from kbtest import DEVICE, HAS_CUDA  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,7 +10,7 @@ from kbenv.agents.scripted import KnownGoodPolicy
 from kbenv.env import KernelEnv
 from kbenv.prompts import extract_code
 
-from conftest import DEVICE
+from kbtest import DEVICE
 
 PID = "kernelbench/level1/19"
 GOOD_REPLY = KnownGoodPolicy().act({"problem_id": PID, "prompt": "", "system": "", "turn": 0, "feedback": ""})

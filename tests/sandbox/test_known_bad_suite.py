@@ -8,7 +8,7 @@ from kbenv.agents.scripted import KnownGoodPolicy, known_bad_suite
 from kbenv.prompts import extract_code
 from kbenv.sandbox.result import EvalRequest
 
-from conftest import DEVICE, SIZE
+from kbtest import DEVICE, SIZE
 
 LIMITS = {"compile_s": 30, "spawn_s": 30, "trial_s": 15, "timing_s": 60}
 CASES = [c for c in known_bad_suite() if DEVICE == "cuda" or not c.gpu_only]
