@@ -336,7 +336,7 @@ class Supervisor:
         uid nobody, killed with the supervisor."""
         dev = ["--dev-bind", "/dev", "/dev"] if self.device.type == "cuda" else ["--dev", "/dev"]
         return ["bwrap", "--ro-bind", "/", "/", *dev, "--proc", "/proc", "--tmpfs", "/tmp",
-                "--bind", str(workdir), str(workdir), "--remount-ro", "/tmp",
+                *_code_under_tmp(), "--bind", str(workdir), str(workdir), "--remount-ro", "/tmp",
                 "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", "65534", "--gid", "65534", "--chdir", str(workdir)]
 
@@ -676,6 +676,20 @@ def custom_kernel_names(source: str) -> set[str]:
     names = set(re.findall(r"__global__\s+(?:void|[\w:<>]+)\s+(\w+)\s*\(", source))
     names |= set(re.findall(r"@triton\.(?:jit|autotune)[\s\S]*?def\s+(\w+)\s*\(", source))
     return names
+
+
+def _code_under_tmp() -> list[str]:
+    """Read-only binds for the interpreter, its packages and kbenv's source when they live under /tmp (a clone
+    or venv there), which the sandbox otherwise replaces with an empty directory."""
+    import kbenv
+    paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             str(Path(kbenv.__file__).resolve().parents[1])}
+    paths |= {p for p in sys.path if p}
+    paths |= {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    keep = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)
+                   and os.path.realpath(p).startswith("/tmp/")})
+    top = [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
+    return [arg for p in top for arg in ("--ro-bind", p, p)]
 
 
 def _pids_in_namespace(ns: str) -> list[int]:
