@@ -78,10 +78,10 @@ class _ProblemState:
 class _WorkerProc:
     """A spawned worker: its process, pipes, arena and private directory."""
 
-    def __init__(self, proc, fd_to, fd_from, arena_fd, workdir: Path, log_path: Path):
+    def __init__(self, proc, fd_to, fd_from, arena_fd, workdir: Path):
         self.proc, self.fd_to, self.fd_from = proc, fd_to, fd_from
         self.arena = wire.TensorArena(arena_fd)
-        self.workdir, self.log_path = workdir, log_path
+        self.workdir = workdir
         self.nonce = os.urandom(16).hex()
 
     def send(self, obj: dict) -> None:
@@ -307,7 +307,6 @@ class Supervisor:
         cmd = [sys.executable, "-m", "kbenv.sandbox.worker", str(to_r), str(from_w), str(arena)]
         if self.sandbox == "bwrap":
             cmd = self._bwrap_args(workdir) + cmd
-        log_path = workdir.parent / (workdir.name + ".log")
         mem = self.memory_limit if self.device.type == "cpu" else None
 
         def limits():
@@ -324,7 +323,7 @@ class Supervisor:
                                 env=env, cwd=workdir, pass_fds=(to_r, from_w, arena), preexec_fn=limits)
         os.close(to_r)
         os.close(from_w)
-        w = _WorkerProc(proc, to_w, from_r, arena, workdir, log_path)
+        w = _WorkerProc(proc, to_w, from_r, arena, workdir)
         # The candidate's stdout and stderr decide nothing; only their last 64 KiB are kept (in memory: a
         # candidate printing forever cannot fill a disk) for crash reports.
         threading.Thread(target=w.drain_output, daemon=True).start()
@@ -407,10 +406,6 @@ class Supervisor:
             w.kill()
             self._save_triton_cache(req, w)
             shutil.rmtree(w.workdir, ignore_errors=True)
-            try:
-                w.log_path.unlink()
-            except OSError:
-                pass
         self._release()
         phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
