@@ -23,7 +23,7 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout 60 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) timeout 240 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     bench) timeout 240 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
