@@ -428,7 +428,7 @@ class Supervisor:
             cat = reply.get("error_type", "runtime")
             if cat not in ("compile", "runtime", "oom", "crash", "timeout"):
                 cat = "runtime"
-            where = reply.get("where", phase)
+            where = reply.get("where") if isinstance(reply.get("where"), str) else phase
             raise CandidateFault(cat, f"{cat} error in {where}", str(reply["error"])[-4000:])
         return reply
 
@@ -466,11 +466,11 @@ class Supervisor:
                                "expected": [list(r.shape) for r in refs]},
                            self.limits["trial_s"], "correctness")
         outs = []
-        for d in reply.get("outputs") or []:
+        for d in _field(reply, "outputs", list, []):
             outs.append(None if d is None else self._get(w, d))
-        metas = reply.get("meta") or []
+        metas = [m if isinstance(m, dict) else {"type": "invalid"} for m in _field(reply, "meta", list, [])]
         samples = None
-        if in_pos is not None and reply.get("input_samples") is not None:
+        if in_pos is not None and _field(reply, "input_samples", list) is not None:
             exp, got = [], []
             for x, p, d in zip(inputs, in_pos, reply["input_samples"]):
                 if p is None or d is None:
@@ -526,8 +526,8 @@ class Supervisor:
         inv, tol = problem.invariants, problem.tolerance
         for i, (domain, seed) in enumerate(plan):
             inputs, refs, outs_a, metas, samples, reply = self._trial(w, st, seed, domain, PATTERN_A, precision)
-            launches = max(launches, int(reply.get("launches", 0)))
-            threads_left = max(threads_left, int(reply.get("threads_left", 0)))
+            launches = max(launches, _field(reply, "launches", int, 0))
+            threads_left = max(threads_left, _field(reply, "threads_left", int, 0))
             outs_b = None
             if i == 0:
                 _, _, outs_b, _, _, _ = self._trial(w, st, seed, domain, PATTERN_B, precision, positions=False)
@@ -558,7 +558,7 @@ class Supervisor:
             names = custom_kernel_names(req.candidate)
             prof = self._call(w, {"type": "profile", "seed": plan[0][1], "custom_names": sorted(names)},
                               self.limits["trial_s"], "profile")
-            decoy["custom_gpu_share"] = float(prof.get("custom_share", 0.0))
+            decoy["custom_gpu_share"] = _field(prof, "custom_share", float, 0.0)
             if launches == 0 and decoy["custom_gpu_share"] > 0:
                 decoy["custom_launches"] = 1  # CUDA extension kernels seen by the profiler
         res.facts["decoy"] = decoy
@@ -603,7 +603,9 @@ class Supervisor:
                                          "error during timing", str(msg["error"])[-4000:])
                 if msg.get("type") != "ms":
                     raise CandidateFault("crash", "protocol violation during timing")
-                ms = float(msg["ms"])
+                ms = _field(msg, "ms", float)
+                if ms is None:
+                    raise CandidateFault("crash", "protocol violation during timing: no time")
                 if k > n_warmup:
                     times.append(ms)
                 if k in picks:
@@ -615,7 +617,7 @@ class Supervisor:
                     got = w.recv(self.limits["timing_s"])
                     if got.get("type") != "samples":
                         raise CandidateFault("crash", "protocol violation during timing")
-                    for j, (r, p, d) in enumerate(zip(refs, pos, got.get("values") or [])):
+                    for j, (r, p, d) in enumerate(zip(refs, pos, _field(got, "values", list, []))):
                         exp = r.reshape(-1)[torch.as_tensor(p, device=r.device) % max(r.numel(), 1)].cpu()
                         vals = self._get(w, d, "cpu") if d is not None else torch.empty(0)
                         ref_max = float(r.double().abs().max()) if r.numel() and r.is_floating_point() else 1.0
@@ -636,9 +638,10 @@ class Supervisor:
         stats = {"median_ms": float(t.median()), "mean_ms": float(t.mean()), "min_ms": float(t.min()),
                  "std_ms": float(t.std()) if len(times) > 1 else 0.0, "trials": len(times)}
         req_res = {"reported_total_ms": float(t.sum()), "wall_ms": wall_ms, "replay_checks": replay_checks,
-                   "median_ms": stats["median_ms"], "timers_intact": bool(final.get("timers_intact")),
-                   "timers_detail": final.get("timers_detail", ""), "threads_left": int(final.get("threads_left", 0)),
-                   "l2_persisting_bytes": final.get("l2_persisting_bytes")}
+                   "median_ms": stats["median_ms"], "timers_intact": _field(final, "timers_intact", bool, False),
+                   "timers_detail": _field(final, "timers_detail", str, ""),
+                   "threads_left": _field(final, "threads_left", int, 0),
+                   "l2_persisting_bytes": _field(final, "l2_persisting_bytes", int)}
         req_res["stats"] = stats
         return req_res
 
@@ -671,6 +674,21 @@ def custom_kernel_names(source: str) -> set[str]:
     names = set(re.findall(r"__global__\s+(?:void|[\w:<>]+)\s+(\w+)\s*\(", source))
     names |= set(re.findall(r"@triton\.(?:jit|autotune)[\s\S]*?def\s+(\w+)\s*\(", source))
     return names
+
+
+def _field(d, key: str, typ, default=None):
+    """A typed field of a frame from the worker. Frames are candidate-controllable data: a wrong type is the
+    candidate's protocol violation (a typed crash), never an exception in the trusted process."""
+    v = d.get(key) if isinstance(d, dict) else None
+    if v is None:
+        return default
+    if typ is float and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if typ is int and isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, typ) and typ not in (int, float):
+        return v
+    raise CandidateFault("crash", f"protocol violation: field {key!r} of a worker frame has the wrong type")
 
 
 def _code_under_tmp() -> list[str]:
