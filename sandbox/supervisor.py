@@ -522,11 +522,13 @@ class Supervisor:
         plan.append(("fresh:default", self._seed(problem.id, req.size, "fresh", self._eval_counter, os.urandom(8).hex())))
         per_trial: list[tuple[str, list]] = []
         launches = 0
+        kernels: list = []
         threads_left = 0
         inv, tol = problem.invariants, problem.tolerance
         for i, (domain, seed) in enumerate(plan):
             inputs, refs, outs_a, metas, samples, reply = self._trial(w, st, seed, domain, PATTERN_A, precision)
             launches = max(launches, _field(reply, "launches", int, 0))
+            kernels = sorted({str(k)[:100] for k in _field(reply, "kernels", list, [])})[:32]
             threads_left = max(threads_left, _field(reply, "threads_left", int, 0))
             outs_b = None
             if i == 0:
@@ -545,7 +547,8 @@ class Supervisor:
             res.set_verdict(verdict)
             return
         # -- decoy -----------------------------------------------------------------------------------
-        decoy = {"custom_launches": launches, "noop_correct": None, "custom_gpu_share": None}
+        decoy = {"custom_launches": launches, "noop_correct": None, "custom_gpu_share": None,
+                 "triton_kernels": kernels}
         if launches > 0:
             inputs, refs, outs, metas, _, _ = self._trial(w, st, plan[0][1], "default", PATTERN_A, precision,
                                                           positions=False, suppress=True)

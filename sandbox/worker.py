@@ -63,7 +63,7 @@ _ev_record = torch.cuda.Event.record
 _ev_elapsed = torch.cuda.Event.elapsed_time
 _ev_sync = torch.cuda.Event.synchronize
 
-_LAUNCHES = {"count": 0, "suppress": False}
+_LAUNCHES = {"count": 0, "suppress": False, "names": set()}
 
 
 def _install_launch_hooks() -> list:
@@ -90,6 +90,8 @@ def _install_launch_hooks() -> list:
                 return None
             out = _orig(self, *args, **kwargs)
             _LAUNCHES["count"] += 1  # only launches that compiled and ran count
+            if len(_LAUNCHES["names"]) < 32:
+                _LAUNCHES["names"].add(str(getattr(getattr(self, "fn", None), "__name__", "?")))
             return out
 
         cls.run = run
@@ -311,7 +313,7 @@ class Worker:
         threads = [t for t in _thread_enumerate() if t not in self.harness_threads and t.is_alive()]
         self.last_inputs = inputs
         return {"outputs": descs, "meta": metas, "input_samples": samples, "launches": launches,
-                "threads_left": len(threads)}
+                "threads_left": len(threads), "kernels": sorted(_LAUNCHES["names"])}
 
     # -- timing ------------------------------------------------------------------------------------------
     def time(self, msg: dict) -> dict:
