@@ -152,8 +152,6 @@ def _has_cuda() -> bool:
 
 
 def cmd_baselines(args) -> int:
-    import torch
-
     from kbenv.problems import list_problems
     from kbenv.sandbox.supervisor import Supervisor
     device = args.device or ("cuda" if _has_cuda() else "cpu")
@@ -168,7 +166,6 @@ def cmd_baselines(args) -> int:
         print(f"{p.id:28s} {prec} eager {b['eager_ms']:.4f} ms  compile {b.get('compile_ms') or float('nan'):.4f} ms"
               f"  best {b['best']}")
     sup.close()
-    del torch
     return 0
 
 

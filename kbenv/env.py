@@ -193,7 +193,7 @@ class KernelEnv(gym.Env):
         terminated = bool(self.stop_on_pass and result.verdict == "pass")
         truncated = (not terminated) and self._turn >= self.max_turns
         self._done = terminated or truncated
-        obs = self._obs() if not self._done else {**self._obs(), "turn": min(self._turn, self.max_turns)}
+        obs = self._obs()
         info = {"result": result.to_dict(), "turn": self._turn - 1, "code": code}
         return obs, float(result.reward), terminated, truncated, info
 

@@ -18,6 +18,21 @@ def _agents(name: str):
     return getattr(importlib.import_module("kbenv.agents.scripted"), name)
 
 
+def case_ok(case, result, device: str) -> bool:
+    """Whether a known-bad case's result is a correct rejection on ``device``.
+
+    A sandbox probe (``# expect-sandbox: pass``) answers correctly only if the forbidden action was blocked, so
+    it must pass; a case whose expectations list ``pass`` for this device is documented as harmless there;
+    every other case must fail with reward 0 in one of its expected categories.
+    """
+    if case.expect_sandbox is not None and "pass" in case.expect_sandbox:
+        return result.verdict == "pass"
+    expected = case.expected_on(device)
+    if "pass" in expected and result.verdict == "pass":
+        return True
+    return result.verdict == "fail" and result.reward == 0.0 and result.category in expected
+
+
 def run_suite(pool, size: str, include_good: bool = True) -> dict:
     device = pool.device if isinstance(pool.device, str) else pool.device.type
     cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
@@ -30,14 +45,8 @@ def run_suite(pool, size: str, include_good: bool = True) -> dict:
     seconds = time.perf_counter() - t
     rows = []
     for c, r in zip(cases, results):
-        expected = c.expected_on(device)
-        if c.expect_sandbox is not None and "pass" in c.expect_sandbox:
-            ok = r.verdict == "pass"  # a sandbox probe: right answer only if the forbidden action was blocked
-        elif "pass" in expected and r.verdict == "pass":
-            ok = True  # documented as harmless on this device
-        else:
-            ok = r.verdict == "fail" and r.reward == 0.0 and r.category in expected
-        rows.append({"candidate": c.id, "expected": list(expected), "verdict": r.verdict, "category": r.category,
+        ok = case_ok(c, r, device)
+        rows.append({"candidate": c.id, "expected": list(c.expected_on(device)), "verdict": r.verdict, "category": r.category,
                      "reward": r.reward, "ok": ok, "reason": r.reason[:160]})
     for (pid, _), r in zip(goods, results[len(cases):]):
         rows.append({"candidate": f"{pid}:correct", "expected": ["pass"], "verdict": r.verdict,

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import torch
-
 from kbenv.rewards import checks as C
 from kbenv.rewards.invariants import TIE_TOLERANT, check_invariants
 
@@ -21,9 +19,6 @@ CATEGORY_ORDER = (
     "wrong_type", "wrong_shape", "nonfinite", "unwritten", "inaccurate", "invariant", "aliasing", "mutation",
     "nondeterministic", "distribution", "decoy", "timing_tamper", "timing_escape", "replay", "impossible_speed",
 )
-# Categories that mean the output itself is wrong (``correct`` is false); the rest are verdicts about
-# timing or provenance of a correct output.
-CORRECTNESS_CATEGORIES = set(CATEGORY_ORDER[:CATEGORY_ORDER.index("decoy")])
 
 DECOY_MIN_SHARE = 0.2  # custom kernels must account for at least this share of the candidate's GPU time
 
@@ -228,6 +223,3 @@ def timing_checks(t: dict) -> list[C.Check]:
                            category="timing_tamper"))
     return out
 
-
-def to_cpu_list(xs) -> list:
-    return [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in _as_list(xs)]

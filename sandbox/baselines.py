@@ -47,35 +47,28 @@ class BaselineCache:
                           torch.__version__.replace("+", "_"), precision, size,
                           f"w{self.timing.get('n_warmup')}t{self.timing.get('n_trials')}", "-".join(self.kinds)])
 
+    def _path(self, problem, size: str, precision: str) -> Path:
+        return self.root / (self.key(problem, size, precision) + ".json")
+
     def prefetch(self, items) -> None:
         """Measure every missing (problem, size, precision) in one clean subprocess (one inductor start-up)."""
-        missing = [(p, z, c) for p, z, c in items if not (self.root / (self.key(p, z, c) + ".json")).exists()]
-        if not missing:
-            return
-        results = measure_in_subprocess_many(missing, self.device, self.kinds, self.timing)
-        for (p, z, c), data in zip(missing, results):
-            path = self.root / (self.key(p, z, c) + ".json")
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(path)
+        with self._lock:
+            missing = [(p, z, c) for p, z, c in items if not self._path(p, z, c).exists()]
+            if not missing:
+                return
+            results = measure_in_subprocess(missing, self.device, self.kinds, self.timing)
+            for (p, z, c), data in zip(missing, results):
+                path = self._path(p, z, c)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(data, indent=1))
+                tmp.replace(path)
 
     def get(self, problem, size: str, precision: str) -> dict:
-        path = self.root / (self.key(problem, size, precision) + ".json")
-        with self._lock:
-            if path.exists():
-                return json.loads(path.read_text())
-            data = measure_in_subprocess(problem, size, precision, self.device, self.kinds, self.timing)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(path)
-            return data
+        self.prefetch([(problem, size, precision)])
+        return json.loads(self._path(problem, size, precision).read_text())
 
 
-def measure_in_subprocess(problem, size, precision, device, kinds, timing) -> dict:
-    return measure_in_subprocess_many([(problem, size, precision)], device, kinds, timing)[0]
-
-
-def measure_in_subprocess_many(items, device, kinds, timing) -> list[dict]:
+def measure_in_subprocess(items, device, kinds, timing) -> list[dict]:
     jobs = [{"problem": p.id, "problem_file": str(p.path), "overrides": p.overrides(z), "precision": c,
              "device": str(device), "kinds": list(kinds), "timing": timing} for p, z, c in items]
     env = dict(os.environ)

@@ -7,6 +7,7 @@ import pytest
 from kbenv.agents.scripted import KnownGoodPolicy, known_bad_suite
 from kbenv.prompts import extract_code
 from kbenv.sandbox.result import EvalRequest
+from kbenv.suite import case_ok
 
 from kbtest import DEVICE, SIZE
 
@@ -40,15 +41,7 @@ def test_suite_is_not_empty():
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_known_bad(case, results):
     r = results[case.id]
-    expected = case.expected_on(DEVICE)
-    if case.expect_sandbox is not None and "pass" in case.expect_sandbox:
-        # A probe of the sandbox: it returns the right answer only if the forbidden action was blocked.
-        assert r.verdict == "pass", (r.category, r.reason, r.error)
-        return
-    if "pass" in expected and r.verdict == "pass":
-        return  # documented as harmless on this device (e.g. an L2-persistence trick on the CPU)
-    assert r.verdict == "fail" and r.reward == 0.0, (r.verdict, r.reason)
-    assert r.category in expected, (r.category, r.reason, r.error)
+    assert case_ok(case, r, DEVICE), (case.expected_on(DEVICE), r.verdict, r.category, r.reward, r.reason, r.error)
 
 
 GOOD = KnownGoodPolicy()
@@ -61,3 +54,13 @@ def test_known_good_passes_through_the_actor(pid, suite_pool):
     assert r.verdict == "pass", (r.category, r.reason, r.error)
     assert r.reward > 0 and r.timings["median_ms"] > 0 and r.baseline["best_ms"] > 0
     assert r.speedup_meaningful == (DEVICE == "cuda")
+
+
+def test_case_ok_rejects_a_paid_or_miscategorised_result():
+    """The suite's judgement must be able to fail: a known-bad case that is paid, or lands in another category."""
+    from types import SimpleNamespace as NS
+    case = next(c for c in CASES if c.id == "kernelbench/level1/23:zeros")
+    paid = NS(verdict="pass", reward=1.0, category=None)
+    wrong_cat = NS(verdict="fail", reward=0.0, category="timeout")
+    right = NS(verdict="fail", reward=0.0, category=case.expected_on(DEVICE)[0])
+    assert not case_ok(case, paid, DEVICE) and not case_ok(case, wrong_cat, DEVICE) and case_ok(case, right, DEVICE)
