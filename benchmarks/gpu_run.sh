@@ -23,9 +23,9 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout 240 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) timeout 200 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
-    bench) timeout 240 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
+    bench) timeout 330 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
     suite) timeout 150 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
     audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;

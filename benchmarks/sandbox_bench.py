@@ -56,6 +56,8 @@ def main():
     print(f"first evaluation (reference + baselines + compile): {report['first_eval_s']:.2f} s; "
           f"verdict {first.verdict} {first.category or ''} {first.reason[:120]}", flush=True)
     print(f"baseline: {first.baseline}", flush=True)
+    report["output_transport"] = "device (lent buffer)" if sup.devshare else f"host arena ({sup.devshare_reason})"
+    print(f"outputs travel through: {report['output_transport']}", flush=True)
     rows = []
     for i in range(args.repeats):
         t = time.perf_counter()

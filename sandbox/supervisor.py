@@ -25,8 +25,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import socket
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.reward import compute_reward, speedup as speedup_of
 from kbenv.rewards.verdict import Trial, correctness_checks, judge, judge_checks
-from kbenv.sandbox import wire
+from kbenv.sandbox import devshare, wire
 from kbenv.sandbox.baselines import BaselineCache
 from kbenv.sandbox.result import EvalRequest, EvalResult
 
@@ -78,11 +80,15 @@ class _ProblemState:
 class _WorkerProc:
     """A spawned worker: its process, pipes, arena and private directory."""
 
-    def __init__(self, proc, fd_to, fd_from, arena_fd, workdir: Path):
+    def __init__(self, proc, fd_to, fd_from, arena_fd, workdir: Path, sock=None):
         self.proc, self.fd_to, self.fd_from = proc, fd_to, fd_from
         self.arena = wire.TensorArena(arena_fd)
         self.workdir = workdir
         self.nonce = os.urandom(16).hex()
+        self.sock = sock  # passes device-buffer descriptors (cuda)
+        self.probe = None  # the probe buffer, until the ready frame is checked
+        self.devbuf = None  # the output buffer lent for this evaluation
+        self.devshare = False
 
     def send(self, obj: dict) -> None:
         obj["nonce"] = self.nonce
@@ -130,6 +136,14 @@ class _WorkerProc:
                 os.close(fd)
             except OSError:
                 pass
+        # The worker is dead, so its mappings are gone: the device memory lent to it can be released.
+        for buf in (self.probe, self.devbuf):
+            if buf is not None:
+                buf.close()
+        self.probe = self.devbuf = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
     def drain_output(self) -> None:
         buf = bytearray()
@@ -212,6 +226,10 @@ class Supervisor:
         self._ref_bytes = 0
         self._eval_counter = 0
         self._spare: _WorkerProc | None = None
+        # Outputs travel through device memory lent to the worker on cuda (None: not tried yet; False: the
+        # driver or the sandbox does not allow it, and outputs go through the host arena).
+        self.devshare: bool | None = None
+        self.devshare_reason = ""
         self._root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
         if keep_spare:
             self._spare = self._spawn()
@@ -305,6 +323,17 @@ class Supervisor:
             env["TRITON_INTERPRET"] = "1"
         env["KBENV_WORKER_DEVICE"] = str(self.device)
         cmd = [sys.executable, "-m", "kbenv.sandbox.worker", str(to_r), str(from_w), str(arena)]
+        pass_fds = [to_r, from_w, arena]
+        sock = child_sock = probe = None
+        if self.device.type == "cuda" and self.devshare is not False:
+            try:
+                probe = devshare.SharedDeviceBuffer.create(self.device, 1 << 21)
+                sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                cmd.append(str(child_sock.fileno()))
+                pass_fds.append(child_sock.fileno())
+            except (devshare.DevShareError, OSError) as e:
+                self._no_devshare(f"the supervisor cannot allocate shareable device memory: {e}")
+                probe = None
         if self.sandbox == "bwrap":
             cmd = self._bwrap_args(workdir) + cmd
         mem = self.memory_limit if self.device.type == "cpu" else None
@@ -320,10 +349,17 @@ class Supervisor:
                 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, cwd=workdir, pass_fds=(to_r, from_w, arena), preexec_fn=limits)
+                                env=env, cwd=workdir, pass_fds=pass_fds, preexec_fn=limits)
         os.close(to_r)
         os.close(from_w)
-        w = _WorkerProc(proc, to_w, from_r, arena, workdir)
+        w = _WorkerProc(proc, to_w, from_r, arena, workdir, sock)
+        if child_sock is not None:
+            child_sock.close()
+            w.probe = probe
+            try:
+                devshare.send_fd(sock, probe.fd, b"P", probe.size)
+            except OSError:
+                pass  # the worker died at once; _await_ready reports it
         # The candidate's stdout and stderr decide nothing; only their last 64 KiB are kept (in memory: a
         # candidate printing forever cannot fill a disk) for crash reports.
         threading.Thread(target=w.drain_output, daemon=True).start()
@@ -370,9 +406,53 @@ class Supervisor:
             w.kill()
             raise HarnessError("the worker's first frame was not 'ready'")
         w.ready = True
+        if w.probe is not None:
+            self._check_probe(w, msg)
         ns = msg.get("pid_ns")
         if self.sandbox == "bwrap" and isinstance(ns, str) and ns != os.readlink("/proc/self/ns/pid"):
             w.pid_ns = ns  # the sandbox's own PID namespace: everything in it dies with the evaluation
+
+    def _check_probe(self, w: _WorkerProc, msg: dict) -> None:
+        """Device sharing is used only if the worker (before any candidate code) wrote the token it reported
+        into the probe buffer; otherwise outputs go through the host arena."""
+        token = msg.get("devshare")
+        got = None
+        if isinstance(token, str):
+            got = bytes(w.probe.bytes_view(0, 16).cpu().tolist()).hex()
+        w.probe.close()
+        w.probe = None
+        if isinstance(token, str) and got == token:
+            w.devshare = True
+            self.devshare = True
+        else:
+            why = msg.get("devshare_error") if isinstance(msg.get("devshare_error"), str) else "token mismatch"
+            self._no_devshare(f"the worker could not map shared device memory: {why}")
+
+    def _no_devshare(self, why: str) -> None:
+        if self.devshare is not False:
+            warnings.warn(f"kbenv: outputs go through host memory (slower for large outputs): {why}", stacklevel=3)
+        self.devshare = False
+        self.devshare_reason = why
+
+    def _lend_devbuf(self, w: _WorkerProc, nbytes: int) -> bool:
+        """Make sure the worker holds a zeroed device buffer of at least ``nbytes``; True if a new one was sent."""
+        if w.devbuf is not None and w.devbuf.size >= nbytes:
+            return False
+        if w.devbuf is not None:
+            w.devbuf.close()
+            w.devbuf = None
+        try:
+            w.devbuf = devshare.SharedDeviceBuffer.create(self.device, nbytes)
+        except devshare.DevShareError as e:
+            # Most likely out of device memory in the supervisor: this evaluation's outputs take the host path.
+            w.devshare = False
+            self.last_devshare_error = str(e)
+            return False
+        try:
+            devshare.send_fd(w.sock, w.devbuf.fd, b"B", w.devbuf.size)
+        except OSError as e:
+            raise wire.ChannelClosed(f"worker socket closed: {e}") from e
+        return True
 
     def close(self) -> None:
         if self._spare is not None:
@@ -460,11 +540,18 @@ class Supervisor:
                       if isinstance(x, torch.Tensor) else None for x in inputs]
         out_bytes = sum(_nbytes(r) for r in refs)
         self._size_arena(w, out_bytes + sum(N_INPUT_SAMPLES * 8 + 64 for _ in inputs) + (1 << 20))
-        reply = self._call(w, {"type": "trial", "seed": seed, "domain": domain,
-                               "pattern": pattern, "poison_bytes": 2 * out_bytes + (64 << 20),
-                               "input_positions": in_pos, "suppress_custom": suppress,
-                               "expected": [list(r.shape) for r in refs]},
-                           self.limits["trial_s"], "correctness")
+        msg = {"type": "trial", "seed": seed, "domain": domain, "pattern": pattern,
+               "poison_bytes": 2 * out_bytes + (64 << 20), "input_positions": in_pos, "suppress_custom": suppress,
+               "expected": [list(r.shape) for r in refs]}
+        if w.devshare:
+            try:
+                if self._lend_devbuf(w, out_bytes + 256 * len(refs)):
+                    msg["devbuf"] = "new"
+                elif not w.devshare:
+                    msg["devbuf"] = "none"  # the supervisor could not lend a larger buffer: use the arena
+            except wire.ChannelClosed as e:
+                raise self._death(w, "correctness", str(e)) from None
+        reply = self._call(w, msg, self.limits["trial_s"], "correctness")
         outs = []
         for d in _field(reply, "outputs", list, []):
             outs.append(None if d is None else self._get(w, d))
@@ -494,6 +581,13 @@ class Supervisor:
 
     def _get(self, w, desc, device=None):
         try:
+            if isinstance(desc, dict) and desc.get("loc") == "device":
+                if w.devbuf is None:
+                    raise wire.ChannelClosed("a device descriptor but no device buffer was lent")
+                dtype, shape, off, nbytes = wire.parse_descriptor(desc, w.devbuf.size)
+                # Copied out at once into memory only the supervisor holds; the lent buffer is never judged.
+                raw = w.devbuf.bytes_view(off, nbytes).to(device or self.device, copy=True)
+                return wire.from_raw(raw, dtype, shape)
             return w.arena.get(desc, device or self.device)
         except wire.ChannelClosed as e:
             raise CandidateFault("crash", f"protocol violation: {e}") from None

@@ -77,6 +77,35 @@ def read_frame(fd: int, deadline: float | None = None) -> dict:
     return obj
 
 
+def parse_descriptor(desc, limit: int) -> tuple[torch.dtype, list[int], int, int]:
+    """Validate a tensor descriptor from the worker against a buffer of ``limit`` bytes (never trusts sizes)."""
+    if not isinstance(desc, dict):
+        raise ChannelClosed("a tensor descriptor is not a map")
+    try:
+        dtype = DTYPES[desc["dtype"]]
+        shape = [int(s) for s in desc["shape"]]
+        off, nbytes = int(desc["offset"]), int(desc["nbytes"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ChannelClosed(f"bad tensor descriptor: {e}") from e
+    if any(s < 0 for s in shape) or off < 0 or nbytes < 0:
+        raise ChannelClosed("negative size in tensor descriptor")
+    numel = 1
+    for s in shape:
+        numel *= s
+    esize = 1 if dtype == torch.bool else torch.tensor([], dtype=dtype).element_size()
+    if numel * esize != nbytes:
+        raise ChannelClosed("tensor descriptor sizes disagree")
+    if off + nbytes > limit:
+        raise ChannelClosed("tensor descriptor points past the buffer")
+    return dtype, shape, off, nbytes
+
+
+def from_raw(raw: torch.Tensor, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    """Reinterpret copied-out bytes (uint8) as the described tensor."""
+    t = raw.to(torch.bool) if dtype == torch.bool else raw.view(dtype)
+    return t.reshape(shape)
+
+
 class TensorArena:
     """A growable memfd both processes map; the writer appends tensors, the reader copies them out.
 
@@ -127,23 +156,8 @@ class TensorArena:
 
     def get(self, desc: dict, device="cpu") -> torch.Tensor:
         """Copy a tensor out of the arena after validating its descriptor (never trusts the sizes)."""
-        try:
-            dtype = DTYPES[desc["dtype"]]
-            shape = [int(s) for s in desc["shape"]]
-            off, nbytes = int(desc["offset"]), int(desc["nbytes"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ChannelClosed(f"bad tensor descriptor: {e}") from e
-        if any(s < 0 for s in shape) or off < 0 or nbytes < 0:
-            raise ChannelClosed("negative size in tensor descriptor")
-        numel = 1
-        for s in shape:
-            numel *= s
-        esize = 1 if dtype == torch.bool else torch.tensor([], dtype=dtype).element_size()
-        if numel * esize != nbytes:
-            raise ChannelClosed("tensor descriptor sizes disagree")
         size = os.fstat(self.fd).st_size
-        if off + nbytes > size:
-            raise ChannelClosed("tensor descriptor points past the arena")
+        dtype, shape, off, nbytes = parse_descriptor(desc, size)
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype, device=device)
         mm = self._map(size, write=False)
@@ -152,8 +166,7 @@ class TensorArena:
             view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off)
         raw = view.to(device, copy=True)  # one copy, straight to the device; the view is released below
         del view
-        t = raw.to(torch.bool) if dtype == torch.bool else raw.view(dtype)
-        return t.reshape(shape)
+        return from_raw(raw, dtype, shape)
 
     def close(self) -> None:
         if self._mm is not None:

@@ -1,7 +1,7 @@
 """The candidate's worker process: UNTRUSTED once the candidate's code is imported.
 
-Started by the supervisor (``python -m kbenv.sandbox.worker IN_FD OUT_FD ARENA_FD``), inside bubblewrap where
-available. It never receives a reference output, a threshold or a verdict: it receives seeds and commands,
+Started by the supervisor (``python -m kbenv.sandbox.worker IN_FD OUT_FD ARENA_FD [SOCK_FD]``), inside
+bubblewrap where available. It never receives a reference output, a threshold or a verdict: it receives seeds and commands,
 builds inputs, runs the candidate and sends back outputs, raw timings and observed facts. The harness
 captures the timer functions and Triton's launch entry points before the candidate's code is imported, and
 reports (as facts the supervisor checks) whether they were replaced.
@@ -11,7 +11,9 @@ Commands (supervisor -> worker), each answered by one frame unless noted:
 - ``setup``: problem source and size overrides, candidate source, device, precision, model seed. Imports the
   candidate and builds ``ModelNew``; answers ``{"ok"}`` or ``{"error", "error_type"}``.
 - ``trial``: a seed, a domain and a poison byte; builds inputs, poisons memory, runs one forward, answers with
-  output descriptors (tensors in the arena), per-output facts and input values at the given positions.
+  output descriptors, per-output facts and input values at the given positions. Outputs go into the device
+  buffer the supervisor lent (cuda; ``"devbuf": "new"`` means its descriptor waits on SOCK_FD), else into the
+  arena.
 - ``time``: warmup and trial counts; then per trial the supervisor sends ``{"seed"}`` and the worker answers
   ``{"ms"}``, then ``{"positions"}`` or ``{"skip"}`` and the worker answers with sampled output values.
 - ``profile``: one forward under torch.profiler (cuda): custom kernels' share of kernel time.
@@ -188,10 +190,40 @@ def poison(device, byte: int, nbytes: int) -> None:
 
 # ----------------------------------------------------------------------------------------------- worker
 
+class DeviceOutbox:
+    """Outputs copied device to device into a buffer the supervisor lent (see ``kbenv.sandbox.devshare``)."""
+
+    def __init__(self, buf):
+        self.buf, self.offset = buf, 0
+
+    def reset(self) -> None:
+        self.offset = 0
+
+    def put(self, t: torch.Tensor) -> dict | None:
+        """The tensor's descriptor, or None if it does not fit (the caller falls back to the arena)."""
+        t = t.detach()
+        if t.dtype == torch.bool:
+            t, name = t.to(torch.uint8), "bool"
+        else:
+            name = wire.DTYPE_NAMES.get(t.dtype)
+        if name is None or t.device.type != "cuda":
+            return None
+        src = t.contiguous().reshape(-1).view(torch.uint8)
+        off = (self.offset + 255) // 256 * 256
+        if off + src.numel() > self.buf.size:
+            return None
+        if src.numel():
+            self.buf.bytes_view(off, src.numel()).copy_(src)
+        self.offset = off + src.numel()
+        return {"dtype": name, "shape": list(t.shape), "offset": off, "nbytes": src.numel(), "loc": "device"}
+
+
 class Worker:
-    def __init__(self, fd_in: int, fd_out: int, fd_arena: int):
+    def __init__(self, fd_in: int, fd_out: int, fd_arena: int, sock=None):
         self.fd_in, self.fd_out = fd_in, fd_out
         self.arena = wire.TensorArena(fd_arena)
+        self.sock = sock
+        self.outbox: DeviceOutbox | None = None
         self.nonce = None
         self.model = None
         self.ns = None
@@ -264,7 +296,24 @@ class Worker:
         return out
 
     # -- correctness ------------------------------------------------------------------------------------
+    def _take_devbuf(self) -> None:
+        from kbenv.sandbox import devshare
+        fd, nbytes = devshare.recv_fd(self.sock, b"B")
+        if self.outbox is not None:
+            self.outbox.buf.close()
+        self.outbox = DeviceOutbox(devshare.SharedDeviceBuffer.import_fd(self.device, fd, nbytes))
+
     def trial(self, msg: dict) -> dict:
+        if msg.get("devbuf") == "new":
+            try:
+                self._take_devbuf()
+            except Exception as e:  # noqa: BLE001 - the probe at start-up worked, so the candidate interfered
+                return {"error": _tb(e), "error_type": "crash", "where": "mapping the output buffer"}
+        elif msg.get("devbuf") == "none" and self.outbox is not None:
+            self.outbox.buf.close()
+            self.outbox = None
+        if self.outbox is not None:
+            self.outbox.reset()
         inputs = self.make_inputs(msg["seed"], msg["domain"])
         in_ptrs = _storage_ranges(inputs)
         out_bytes = int(msg.get("poison_bytes", 0))
@@ -305,7 +354,10 @@ class Worker:
                 continue
             metas.append({"type": "torch.Tensor", "aliases_input": _overlaps(o, in_ptrs),
                           "device": str(o.device)})
-            descs.append(self.arena.put(o))
+            d = self.outbox.put(o) if self.outbox is not None else None
+            descs.append(d if d is not None else self.arena.put(o))
+        if self.outbox is not None:
+            self.sync()  # the copies into the lent buffer are complete before the supervisor reads it
         samples = None
         if msg.get("input_positions") is not None:
             samples = [self.arena.put(_sample(x, p)) if p is not None else None
@@ -443,19 +495,42 @@ def _sample(x, positions) -> torch.Tensor:
     return flat[idx].cpu()
 
 
+def _probe_devshare(sock, device) -> dict:
+    """Map the supervisor's probe buffer and write a token into it: proves device sharing works here,
+    before any candidate code exists (so a later failure to map a buffer is the candidate's doing)."""
+    try:
+        from kbenv.sandbox import devshare
+        fd, nbytes = devshare.recv_fd(sock, b"P")
+        buf = devshare.SharedDeviceBuffer.import_fd(device, fd, nbytes)
+        token = os.urandom(16)
+        buf.bytes_view(0, 16).copy_(torch.frombuffer(bytearray(token), dtype=torch.uint8))
+        _cuda_sync(device)
+        buf.close()
+        return {"devshare": token.hex()}
+    except Exception as e:  # noqa: BLE001 - reported to the supervisor, which falls back to the arena
+        return {"devshare": None, "devshare_error": f"{_type(e).__name__}: {e}"[:500]}
+
+
 def main(argv=None) -> int:
     argv = argv or sys.argv[1:]
     fd_in, fd_out, fd_arena = (int(a) for a in argv[:3])
+    sock = None
+    if len(argv) > 3:
+        import socket
+        sock = socket.socket(fileno=int(argv[3]))
     dev = os.environ.get("KBENV_WORKER_DEVICE", "")
+    ready = {"type": "ready", "nonce": None, "pid_ns": os.readlink("/proc/self/ns/pid")}
     if dev.startswith("cuda"):
         # A spare worker waits with CUDA initialised, so a context start-up is not on the evaluation's path.
         torch.cuda.init()
         torch.empty(1, device=dev)
-    w = Worker(fd_in, fd_out, fd_arena)
+        if sock is not None:
+            ready.update(_probe_devshare(sock, torch.device(dev)))
+    w = Worker(fd_in, fd_out, fd_arena, sock)
     try:
         # The harness is up (imports done, hooks installed) before any candidate code exists in this process;
         # a worker that never says so is a harness fault, not a candidate's.
-        wire.write_frame(fd_out, {"type": "ready", "nonce": None, "pid_ns": os.readlink("/proc/self/ns/pid")})
+        wire.write_frame(fd_out, ready)
         w.serve()
     except (wire.ChannelClosed, wire.ChannelTimeout):
         return 3

@@ -51,3 +51,36 @@ def test_cuda_fault_then_next_evaluation_works(mode, category, cache_dir):
         assert good.verdict == "pass", (good.category, good.reason, good.error)
     finally:
         sup.close()
+
+
+GOOD_19 = KERNEL.replace("MODE_VALUE", "0")
+
+
+def test_outputs_travel_through_lent_device_memory(cache_dir):
+    """On CUDA the worker maps a device buffer the supervisor lent (probe checked at start-up), and a full-size
+    output (6 GiB for problem 19) is judged from the supervisor's own copy of it."""
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cuda", cache_dir=cache_dir)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full", measure_time=False))
+        assert sup.devshare is True, sup.devshare_reason
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        # A candidate that returns what the lent buffer held (zeros, never anything of the supervisor's) fails.
+        zeros = GOOD_19.replace("return y", "return torch.zeros_like(y)")
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=zeros, size="full", measure_time=False))
+        assert bad.verdict == "fail" and bad.reward == 0.0, (bad.category, bad.reason)
+    finally:
+        sup.close()
+
+
+def test_devshare_buffer_is_zeroed_and_bounds_checked():
+    import torch
+    from kbenv.sandbox import devshare
+    buf = devshare.SharedDeviceBuffer.create(torch.device("cuda", torch.cuda.current_device()), 3 << 20)
+    try:
+        assert buf.size >= 3 << 20
+        assert int(buf.bytes_view().count_nonzero()) == 0
+        with pytest.raises(ValueError):
+            buf.bytes_view(buf.size - 8, 16)
+    finally:
+        buf.close()
