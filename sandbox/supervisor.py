@@ -89,6 +89,9 @@ class _WorkerProc:
         self.probe = None  # the probe buffer, until the ready frame is checked
         self.devbuf = None  # the output buffer lent for this evaluation
         self.devshare = False
+        self.spawned_at = time.monotonic()
+        self.started = False
+        self.startup: dict = {}
 
     def send(self, obj: dict) -> None:
         obj["nonce"] = self.nonce
@@ -233,6 +236,7 @@ class Supervisor:
         self._root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
         if keep_spare:
             self._spare = self._spawn()
+            self._start(self._spare)
 
     # ------------------------------------------------------------------------------------ seeds and refs
     def _seed(self, *parts) -> int:
@@ -324,16 +328,11 @@ class Supervisor:
         env["KBENV_WORKER_DEVICE"] = str(self.device)
         cmd = [sys.executable, "-m", "kbenv.sandbox.worker", str(to_r), str(from_w), str(arena)]
         pass_fds = [to_r, from_w, arena]
-        sock = child_sock = probe = None
+        sock = child_sock = None
         if self.device.type == "cuda" and self.devshare is not False:
-            try:
-                probe = devshare.SharedDeviceBuffer.create(self.device, 1 << 21)
-                sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                cmd.append(str(child_sock.fileno()))
-                pass_fds.append(child_sock.fileno())
-            except (devshare.DevShareError, OSError) as e:
-                self._no_devshare(f"the supervisor cannot allocate shareable device memory: {e}")
-                probe = None
+            sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            cmd.append(str(child_sock.fileno()))
+            pass_fds.append(child_sock.fileno())
         if self.sandbox == "bwrap":
             cmd = self._bwrap_args(workdir) + cmd
         mem = self.memory_limit if self.device.type == "cpu" else None
@@ -355,11 +354,6 @@ class Supervisor:
         w = _WorkerProc(proc, to_w, from_r, arena, workdir, sock)
         if child_sock is not None:
             child_sock.close()
-            w.probe = probe
-            try:
-                devshare.send_fd(sock, probe.fd, b"P", probe.size)
-            except OSError:
-                pass  # the worker died at once; _await_ready reports it
         # The candidate's stdout and stderr decide nothing; only their last 64 KiB are kept (in memory: a
         # candidate printing forever cannot fill a disk) for crash reports.
         threading.Thread(target=w.drain_output, daemon=True).start()
@@ -380,7 +374,7 @@ class Supervisor:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def _take_worker(self) -> _WorkerProc:
+    def _take_worker(self, start_spare: bool = True) -> _WorkerProc:
         w = self._spare
         self._spare = None
         if w is None or w.proc.poll() is not None:
@@ -390,12 +384,35 @@ class Supervisor:
         self._await_ready(w)
         if self.keep_spare:
             self._spare = self._spawn()
+            if start_spare:
+                self._start(self._spare)
         return w
+
+    def _start(self, w: _WorkerProc | None) -> None:
+        """Let a spawned worker touch the GPU (CUDA context, probes). On cuda a spare waits for this after its
+        imports, so its start-up never runs on the GPU during another candidate's timing phase."""
+        if w is None or w.started:
+            return
+        w.started = True
+        if self.device.type != "cuda":
+            return
+        try:
+            if w.sock is not None and self.devshare is not False:
+                try:
+                    w.probe = devshare.SharedDeviceBuffer.create(self.device, 1 << 21)
+                except devshare.DevShareError as e:
+                    self._no_devshare(f"the supervisor cannot allocate shareable device memory: {e}")
+                else:
+                    devshare.send_fd(w.sock, w.probe.fd, b"P", w.probe.size)
+            wire.write_frame(w.fd_to, {"type": "start", "nonce": None, "probe": w.probe is not None})
+        except OSError:
+            pass  # the worker is gone; _await_ready reports it
 
     def _await_ready(self, w: _WorkerProc) -> None:
         """The worker's first frame, sent before any candidate code exists: without it, the harness is broken."""
         if getattr(w, "ready", False):
             return
+        self._start(w)
         try:
             msg = wire.read_frame(w.fd_from, time.monotonic() + self.limits["spawn_s"])
         except (wire.ChannelClosed, wire.ChannelTimeout) as e:
@@ -406,11 +423,20 @@ class Supervisor:
             w.kill()
             raise HarnessError("the worker's first frame was not 'ready'")
         w.ready = True
+        w.startup = {k: round(float(v), 3) for k, v in (msg.get("startup") or {}).items()
+                     if isinstance(v, (int, float))} if isinstance(msg.get("startup"), dict) else {}
+        w.startup["spawn_to_ready"] = round(time.monotonic() - w.spawned_at, 3)
         if w.probe is not None:
             self._check_probe(w, msg)
         ns = msg.get("pid_ns")
         if self.sandbox == "bwrap" and isinstance(ns, str) and ns != os.readlink("/proc/self/ns/pid"):
             w.pid_ns = ns  # the sandbox's own PID namespace: everything in it dies with the evaluation
+
+    def wait_spare(self) -> None:
+        """Block until the spare worker is up (imports, CUDA context, probes), as it is whenever candidates do
+        not arrive back to back; benchmarks use it to time an evaluation without the next worker's start-up."""
+        if self._spare is not None and self._spare.proc.poll() is None:
+            self._await_ready(self._spare)
 
     def _check_probe(self, w: _WorkerProc, msg: dict) -> None:
         """Device sharing is used only if the worker (before any candidate code) wrote the token it reported
@@ -476,21 +502,38 @@ class Supervisor:
         res.facts.update({"share_status": share_status, "profile": profile_name})
         self._eval_counter += 1
         st = self._state(problem, req.size, precision)
-        w = self._take_worker()
-        phases: dict[str, float] = {}
+        phases: dict[str, float] = {"prepare": time.monotonic() - t_start}
+        t0 = time.monotonic()
+        w = self._take_worker(start_spare=not req.measure_time)
+        phases["worker_wait"] = time.monotonic() - t0
+        self._phases = phases
         try:
             self._run(req, res, st, w, precision, phases)
         except CandidateFault as f:
             res.fail(f.category, f.reason, f.error)
         finally:
+            self._start(self._spare)  # timing (the last phase) is over: the next worker may start on the GPU
+            t0 = time.monotonic()
             w.kill()
+            phases["worker_exit"] = time.monotonic() - t0
             self._save_triton_cache(req, w)
             shutil.rmtree(w.workdir, ignore_errors=True)
         self._release()
+        self._phases = None
+        res.facts["output_transport"] = "device" if w.devshare else "host"
+        if w.startup:
+            res.facts["worker_startup_s"] = w.startup
         phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
         res.finalize_reward(req.reward_fn, share, req.fast_p)
         return res
+
+    def _tick(self, name: str, t0: float) -> None:
+        """Add the time since ``t0`` to a sub-phase of the current evaluation (reported in phase_seconds)."""
+        if self._phases is not None:
+            self._phases[name] = self._phases.get(name, 0.0) + time.monotonic() - t0
+
+    _phases: dict | None = None
 
     def _call(self, w: _WorkerProc, msg: dict, timeout_s: float, phase: str) -> dict:
         try:
@@ -532,7 +575,9 @@ class Supervisor:
     def _trial(self, w, st, seed, domain, pattern, precision, positions=True, suppress=False):
         fresh = domain.startswith("fresh:")
         domain = domain.removeprefix("fresh:")
+        t0 = time.monotonic()
         inputs, refs = self.reference(st, seed, domain, precision, cache=not fresh)
+        self._tick("trial_reference", t0)
         in_pos = None
         if positions:
             gen = torch.Generator().manual_seed(self._seed("inpos", seed))
@@ -551,7 +596,10 @@ class Supervisor:
                     msg["devbuf"] = "none"  # the supervisor could not lend a larger buffer: use the arena
             except wire.ChannelClosed as e:
                 raise self._death(w, "correctness", str(e)) from None
+        t0 = time.monotonic()
         reply = self._call(w, msg, self.limits["trial_s"], "correctness")
+        self._tick("trial_worker", t0)
+        t0 = time.monotonic()
         outs = []
         for d in _field(reply, "outputs", list, []):
             outs.append(None if d is None else self._get(w, d))
@@ -572,6 +620,7 @@ class Supervisor:
         # reported shape (wrong_shape) or an empty tensor (wrong_type).
         outs = [o if o is not None else (torch.empty(0) if "shape" not in m else _ShapeOnly(m["shape"]))
                 for o, m in zip(outs + [None] * (len(metas) - len(outs)), metas)]
+        self._tick("trial_fetch", t0)
         return inputs, refs, outs, metas, samples, reply
 
     @staticmethod
@@ -631,9 +680,13 @@ class Supervisor:
                           samples)
             # Check each trial as it arrives and drop its tensors: keeping every trial's outputs of a
             # full-size problem alive at once would take tens of GiB.
+            t1 = time.monotonic()
             per_trial.append((trial.domain, correctness_checks(trial, precision, inv, tol, seed=i)))
+            self._tick("trial_checks", t1)
             del trial, inputs, refs, outs_a, outs_b
+            t1 = time.monotonic()
             self._release()
+            self._tick("trial_release", t1)
         phases["correctness"] = time.monotonic() - t0
         verdict = judge_checks(per_trial)
         res.correct = verdict.correct
@@ -643,6 +696,7 @@ class Supervisor:
         # -- decoy -----------------------------------------------------------------------------------
         decoy = {"custom_launches": launches, "noop_correct": None, "custom_gpu_share": None,
                  "triton_kernels": kernels}
+        t0 = time.monotonic()
         if launches > 0:
             inputs, refs, outs, metas, _, _ = self._trial(w, st, plan[0][1], "default", PATTERN_A, precision,
                                                           positions=False, suppress=True)
@@ -651,6 +705,8 @@ class Supervisor:
             decoy["noop_correct"] = noop.correct
             del inputs, refs, outs
             self._release()
+        phases["decoy_noop"] = time.monotonic() - t0
+        t0 = time.monotonic()
         if self.device.type == "cuda":
             names = custom_kernel_names(req.candidate)
             prof = self._call(w, {"type": "profile", "seed": plan[0][1], "custom_names": sorted(names)},
@@ -658,6 +714,7 @@ class Supervisor:
             decoy["custom_gpu_share"] = _field(prof, "custom_share", float, 0.0)
             if launches == 0 and decoy["custom_gpu_share"] > 0:
                 decoy["custom_launches"] = 1  # CUDA extension kernels seen by the profiler
+            phases["profile"] = time.monotonic() - t0
         res.facts["decoy"] = decoy
         if not req.measure_time:
             res.set_verdict(judge_checks(per_trial, decoy=decoy))

@@ -32,6 +32,7 @@ import time
 import traceback
 
 # Captured before any candidate code runs; the harness uses only these.
+_T_START = time.perf_counter()
 _type = builtins.type
 _isinstance = builtins.isinstance
 _perf_counter = time.perf_counter
@@ -495,6 +496,15 @@ def _sample(x, positions) -> torch.Tensor:
     return flat[idx].cpu()
 
 
+def _warm_profiler(device) -> None:
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.ones(16, device=device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        x.add_(1)
+        _cuda_sync(device)
+    prof.events()
+
+
 def _probe_devshare(sock, device) -> dict:
     """Map the supervisor's probe buffer and write a token into it: proves device sharing works here,
     before any candidate code exists (so a later failure to map a buffer is the candidate's doing)."""
@@ -520,12 +530,31 @@ def main(argv=None) -> int:
         sock = socket.socket(fileno=int(argv[3]))
     dev = os.environ.get("KBENV_WORKER_DEVICE", "")
     ready = {"type": "ready", "nonce": None, "pid_ns": os.readlink("/proc/self/ns/pid")}
+    startup = {"imports": _perf_counter() - _T_START}
     if dev.startswith("cuda"):
-        # A spare worker waits with CUDA initialised, so a context start-up is not on the evaluation's path.
+        # A spare worker waits with CUDA (and the profiler's CUPTI) initialised, so their start-up costs are not
+        # on an evaluation's path; it touches the GPU only once the supervisor says so (never during another
+        # candidate's timing phase).
+        t = _perf_counter()
+        try:
+            go = wire.read_frame(fd_in)
+        except (wire.ChannelClosed, wire.ChannelTimeout):
+            return 3
+        if go.get("type") != "start":
+            return 3
+        startup["held"] = _perf_counter() - t
+        t = _perf_counter()
         torch.cuda.init()
         torch.empty(1, device=dev)
-        if sock is not None:
+        startup["cuda_init"] = _perf_counter() - t
+        if sock is not None and go.get("probe") is True:
+            t = _perf_counter()
             ready.update(_probe_devshare(sock, torch.device(dev)))
+            startup["devshare_probe"] = _perf_counter() - t
+        t = _perf_counter()
+        _warm_profiler(torch.device(dev))
+        startup["profiler_warmup"] = _perf_counter() - t
+    ready["startup"] = startup
     w = Worker(fd_in, fd_out, fd_arena, sock)
     try:
         # The harness is up (imports done, hooks installed) before any candidate code exists in this process;
