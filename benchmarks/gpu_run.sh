@@ -23,11 +23,21 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout 200 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) timeout 150 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
-    bench) timeout 330 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
+    bench) timeout 110 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
-    suite) timeout 150 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    suite) timeout 230 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    rollout) # known-good on every GPU, then on one GPU (evaluations/min each), then the known-bad policy
+             for g in ${ROLLOUT_GPUS:-2 1}; do
+               timeout $((g == 1 ? 90 : 60)) python3 -m kbenv.cli rollout --policy known-good --gpus $g --out /tmp/run-good-$g \
+                 --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
+               python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
+               tar -czf "$FINAL/results.tgz" -C /tmp gpuout
+             done
+             timeout 60 python3 -m kbenv.cli rollout --policy known-bad --turns 3 --out /tmp/run-bad --no-progress \
+               > "$OUT/rollout-bad.log" 2>&1
+             python3 -m kbenv.cli report /tmp/run-bad >> "$OUT/rollout-bad.log" 2>&1 ;;
     audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
              timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
              timeout 50 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;

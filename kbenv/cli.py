@@ -171,11 +171,15 @@ def cmd_baselines(args) -> int:
 
 def cmd_rollout(args) -> int:
     from kbenv.report import format_report, summarize
-    from kbenv.records import read_records
+    from kbenv.records import read_metadata, read_records
     from kbenv.rollout import RolloutConfig, run_rollout
     cfg = RolloutConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(RolloutConfig)})
     run_dir = run_rollout(cfg)
     print(f"run: {run_dir}")
+    last = (read_metadata(run_dir) or {}).get("last_session") or {}
+    if last.get("evaluations"):
+        print(f"{last['evaluations']} evaluations in {last['wall_s']:.1f} s on {last['evaluators']} evaluator(s): "
+              f"{last['evaluations_per_min']:.1f} evaluations/min (policy, sandbox and verifier included)")
     print(format_report(summarize(read_records(run_dir))))
     return 0
 

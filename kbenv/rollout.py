@@ -120,6 +120,7 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
         bar = tqdm(total=len(episodes) * cfg.turns, desc="evaluations", unit="eval")
     if hasattr(policy, "reset"):
         policy.reset()
+    t_start, n_evals = time.perf_counter(), 0
     with RecordWriter(run_dir) as writer:
         live = list(episodes)
         while live:
@@ -133,13 +134,17 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
                 else:
                     reqs.append(req)
                     owners.append((e, code))
+            n_evals += len(reqs)
             for j, res in pool.map(reqs):
                 e, code = owners[j]
                 _advance(e, e["env"].finish_step(res, code), writer, run_id, cfg, finished, bar)
             live = [e for e in live if e not in finished]
     if bar is not None:
         bar.close()
-    write_metadata(run_dir, {"finished": True})
+    wall = time.perf_counter() - t_start
+    write_metadata(run_dir, {"finished": True, "last_session": {
+        "evaluations": n_evals, "wall_s": round(wall, 3), "evaluators": len(pool),
+        "evaluations_per_min": round(60 * n_evals / wall, 2) if wall > 0 else None}})
     return run_dir
 
 

@@ -206,6 +206,7 @@ class SharedDeviceBuffer:
         if self.closed:
             return
         self.closed = True
+        _use_device(self.device.index if self.device.index is not None else torch.cuda.current_device())
         lib = _lib()
         lib.cuMemUnmap(self.ptr, self.size)
         lib.cuMemAddressFree(self.ptr, self.size)

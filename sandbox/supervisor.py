@@ -108,6 +108,19 @@ class _WorkerProc:
 
     pid_ns: str | None = None
 
+    def signal_kill(self) -> None:
+        """SIGKILL the sandbox and every process of its PID namespace now, without waiting for them to exit."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        for pid in _pids_in_namespace(self.pid_ns) if self.pid_ns else []:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -139,7 +152,10 @@ class _WorkerProc:
                 os.close(fd)
             except OSError:
                 pass
-        # The worker is dead, so its mappings are gone: the device memory lent to it can be released.
+
+    def release_buffers(self) -> None:
+        """Release the device memory lent to the worker; only once it is dead (its mappings are gone), and on
+        the supervisor's own thread (the CUDA context is current there)."""
         for buf in (self.probe, self.devbuf):
             if buf is not None:
                 buf.close()
@@ -229,6 +245,8 @@ class Supervisor:
         self._ref_bytes = 0
         self._eval_counter = 0
         self._spare: _WorkerProc | None = None
+        self._reapers: list[threading.Thread] = []
+        self._reap_errors: list[BaseException] = []
         # Outputs travel through device memory lent to the worker on cuda (None: not tried yet; False: the
         # driver or the sandbox does not allow it, and outputs go through the host arena).
         self.devshare: bool | None = None
@@ -379,7 +397,7 @@ class Supervisor:
         self._spare = None
         if w is None or w.proc.poll() is not None:
             if w is not None:
-                w.kill()
+                self._dispose(w)
             w = self._spawn()
         self._await_ready(w)
         if self.keep_spare:
@@ -417,10 +435,10 @@ class Supervisor:
             msg = wire.read_frame(w.fd_from, time.monotonic() + self.limits["spawn_s"])
         except (wire.ChannelClosed, wire.ChannelTimeout) as e:
             tail = w.log_tail()
-            w.kill()
+            self._dispose(w)
             raise HarnessError(f"the worker process did not start ({e!r}); sandbox={self.sandbox}; log:\n{tail}") from e
         if msg.get("type") != "ready":
-            w.kill()
+            self._dispose(w)
             raise HarnessError("the worker's first frame was not 'ready'")
         w.ready = True
         w.startup = {k: round(float(v), 3) for k, v in (msg.get("startup") or {}).items()
@@ -481,8 +499,9 @@ class Supervisor:
         return True
 
     def close(self) -> None:
+        self.join_reapers()
         if self._spare is not None:
-            self._spare.kill()
+            self._dispose(self._spare)
             self._spare = None
         shutil.rmtree(self._root, ignore_errors=True)
 
@@ -512,12 +531,15 @@ class Supervisor:
         except CandidateFault as f:
             res.fail(f.category, f.reason, f.error)
         finally:
-            self._start(self._spare)  # timing (the last phase) is over: the next worker may start on the GPU
-            t0 = time.monotonic()
-            w.kill()
-            phases["worker_exit"] = time.monotonic() - t0
             self._save_triton_cache(req, w)
-            shutil.rmtree(w.workdir, ignore_errors=True)
+            t0 = time.monotonic()
+            w.signal_kill()
+            self._start(self._spare)  # timing (the last phase) is over: the next worker may start on the GPU
+            # A process with a large CUDA context takes 1-2 s to exit. The result does not wait for that: a
+            # reaper thread waits for every process of the sandbox, and the next evaluation joins it before
+            # its timing phase (and close() before returning), so a dying worker never overlaps a measurement.
+            self._reap_in_background(w)
+            phases["worker_exit"] = time.monotonic() - t0
         self._release()
         self._phases = None
         res.facts["output_transport"] = "device" if w.devshare else "host"
@@ -527,6 +549,34 @@ class Supervisor:
         res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
         res.finalize_reward(req.reward_fn, share, req.fast_p)
         return res
+
+    @staticmethod
+    def _dispose(w: _WorkerProc) -> None:
+        w.kill()
+        w.release_buffers()
+
+    def _reap_in_background(self, w: _WorkerProc) -> None:
+        def reap():
+            try:
+                w.kill()  # its lent device memory is released by join_reapers, on the supervisor's thread
+                shutil.rmtree(w.workdir, ignore_errors=True)
+            except BaseException as e:  # noqa: BLE001 - re-raised by join_reapers in the caller's thread
+                self._reap_errors.append(e)
+        t = threading.Thread(target=reap, name=f"kbenv-reap-{w.proc.pid}", daemon=True)
+        t.start()
+        self._reapers.append((t, w))
+
+    def join_reapers(self) -> None:
+        """Wait until every finished evaluation's sandbox processes are gone; a survivor is a HarnessError."""
+        while self._reapers:
+            t, w = self._reapers.pop()
+            t.join()
+            if w.proc.poll() is not None:
+                w.release_buffers()
+        if self._reap_errors:
+            err = self._reap_errors.pop()
+            self._reap_errors.clear()
+            raise err if isinstance(err, HarnessError) else HarnessError(f"reaping a worker failed: {err!r}")
 
     def _tick(self, name: str, t0: float) -> None:
         """Add the time since ``t0`` to a sub-phase of the current evaluation (reported in phase_seconds)."""
@@ -559,7 +609,7 @@ class Supervisor:
         try:
             code = w.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            w.kill()
+            self._dispose(w)
             code = w.proc.returncode
         tail = w.log_tail()
         if code is not None and code < 0:
@@ -720,6 +770,7 @@ class Supervisor:
             res.set_verdict(judge_checks(per_trial, decoy=decoy))
             return
         # -- timing ----------------------------------------------------------------------------------
+        self.join_reapers()  # the previous candidate's processes are gone before anything is timed
         t0 = time.monotonic()
         timing = self._time(req, w, st, precision)
         res.timings = dict(timing.pop("stats"))
