@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
-#   bash benchmarks/gpu_run.sh STAGE...   stages: setup tests bench suite rollout audit profile
+#   bash benchmarks/gpu_run.sh STAGE...   stages: tests bench prefetch suite rollout rollout-bad audit profile
 # Results and logs go under $OUT (or ./gpu-out).
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
@@ -27,15 +27,20 @@ for stage in "$@"; do
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     bench) timeout 110 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
-    suite) timeout 230 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
-    rollout) # known-good on every GPU, then on one GPU (evaluations/min each), then the known-bad policy
+    prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
+              # evaluators of later stages read them from the disk cache
+              { timeout 60 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;
+                timeout 30 python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda; } > "$OUT/prefetch.log" 2>&1 ;;
+    suite) timeout 220 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    rollout) # known-good on every GPU, then on one GPU (evaluations/min each), same problems
+             P=${ROLLOUT_PROBLEMS:-policy}
              for g in ${ROLLOUT_GPUS:-2 1}; do
-               timeout $((g == 1 ? 90 : 60)) python3 -m kbenv.cli rollout --policy known-good --gpus $g --out /tmp/run-good-$g \
-                 --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
+               timeout $((g == 1 ? 65 : 45)) python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g \
+                 --out /tmp/run-good-$g --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
-             done
-             timeout 60 python3 -m kbenv.cli rollout --policy known-bad --turns 3 --out /tmp/run-bad --no-progress \
+             done ;;
+    rollout-bad) timeout 60 python3 -m kbenv.cli rollout --policy known-bad --turns 3 --out /tmp/run-bad --no-progress \
                > "$OUT/rollout-bad.log" 2>&1
              python3 -m kbenv.cli report /tmp/run-bad >> "$OUT/rollout-bad.log" 2>&1 ;;
     audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;

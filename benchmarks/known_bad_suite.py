@@ -1,7 +1,7 @@
 """Replay the known-bad suite and the known-good kernels through the full path (Ray actor, sandboxed worker,
 verifier) and print each candidate's category and reward.
 
-    python benchmarks/known_bad_suite.py [--device cpu|cuda] [--size small|full] [--json OUT]
+    python benchmarks/known_bad_suite.py [--device cpu|cuda] [--size small|full] [--json OUT] [--limits ...]
 
 Exit status 1 if any known-bad candidate earns a reward above 0 or lands outside its expected categories, or
 any known-good candidate is rejected.
@@ -18,7 +18,10 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", default="auto")
     ap.add_argument("--json", default="")
+    ap.add_argument("--limits", default="compile_s=60,trial_s=20,timing_s=120",
+                    help="phase limits in seconds: the suite holds hangs and sleeps that run into them on purpose")
     args = ap.parse_args()
+    limits = {k: float(v) for k, v in (kv.split("=") for kv in args.limits.split(",") if kv)}
     import torch
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device == "cpu":
@@ -26,7 +29,7 @@ def main():
     size = ("full" if device == "cuda" else "small") if args.size == "auto" else args.size
     from kbenv.sandbox.actor import EvaluatorPool
     from kbenv.suite import format_suite, run_suite
-    pool = EvaluatorPool(device=device)
+    pool = EvaluatorPool(device=device, config={"limits": limits})
     report = run_suite(pool, size)
     print(format_suite(report))
     if args.json:

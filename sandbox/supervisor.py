@@ -43,6 +43,10 @@ from kbenv.sandbox import devshare, wire
 from kbenv.sandbox.baselines import BaselineCache
 from kbenv.sandbox.result import EvalRequest, EvalResult
 
+# The worker's caching allocator may take at most this share of the GPU; the rest is the supervisor's (reference
+# cache, copies of the candidate's outputs, check temporaries). A candidate that bypasses the allocator and
+# starves the supervisor is caught by Supervisor._oom_verdict.
+WORKER_GPU_FRACTION = 0.5
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison bytes: 0xFEFEFEFE is -1.7e38 in fp32, 0x7F7F... is +3.4e38
 N_INPUT_SAMPLES = 4096
 DEFAULT_LIMITS = {"compile_s": 180.0, "trial_s": 120.0, "timing_s": 300.0, "spawn_s": 120.0}
@@ -121,7 +125,12 @@ class _WorkerProc:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    dead = False
+
     def kill(self) -> None:
+        """SIGKILL the sandbox, wait until every process of it is gone, close the channel (idempotent)."""
+        if self.dead:
+            return
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -146,6 +155,7 @@ class _WorkerProc:
                     except (ProcessLookupError, PermissionError):
                         pass
                 time.sleep(0.02)
+        self.dead = True
         self.arena.close()
         for fd in (self.fd_to, self.fd_from, self.arena.fd):
             try:
@@ -523,12 +533,18 @@ class Supervisor:
         st = self._state(problem, req.size, precision)
         phases: dict[str, float] = {"prepare": time.monotonic() - t_start}
         t0 = time.monotonic()
+        self.join_reapers()  # the previous worker's device memory is back before this one allocates any
+        phases["previous_exit"] = time.monotonic() - t0
+        t0 = time.monotonic()
         w = self._take_worker(start_spare=not req.measure_time)
         phases["worker_wait"] = time.monotonic() - t0
         self._phases = phases
         try:
             self._run(req, res, st, w, precision, phases)
         except CandidateFault as f:
+            res.fail(f.category, f.reason, f.error)
+        except torch.OutOfMemoryError as e:
+            f = self._oom_verdict(w, st, e)
             res.fail(f.category, f.reason, f.error)
         finally:
             self._save_triton_cache(req, w)
@@ -549,6 +565,24 @@ class Supervisor:
         res.phase_seconds = {k: round(v, 4) for k, v in phases.items()}
         res.finalize_reward(req.reward_fn, share, req.fast_p)
         return res
+
+    def _oom_verdict(self, w: _WorkerProc, st: _ProblemState, err: Exception) -> CandidateFault:
+        """The trusted side ran out of device memory while a candidate's worker was alive.
+
+        The worker is killed and waited for; if the memory a trial needs is then free, the candidate held it
+        (beyond its allocator cap, or through the driver directly): a candidate fault. If it still is not
+        free, the machine is too small for the problem or something else holds the GPU: a harness fault.
+        """
+        self._dispose(w)
+        torch.cuda.empty_cache()
+        need = 4 * max((sum(_nbytes(o) for o in outs) for _, outs in st.refs.values()), default=1 << 30) + (2 << 30)
+        free, _ = torch.cuda.mem_get_info(self.device)
+        if free >= need:
+            return CandidateFault("oom", "the candidate held so much GPU memory that the trusted checks could not "
+                                  f"run (they need {need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB was free once the "
+                                  "candidate's process was gone)", str(err)[-2000:])
+        raise HarnessError(f"the supervisor ran out of GPU memory with no candidate process alive ({free / 2**30:.1f}"
+                           f" GiB free, {need / 2**30:.1f} GiB needed): {err}") from err
 
     @staticmethod
     def _dispose(w: _WorkerProc) -> None:
@@ -701,7 +735,7 @@ class Supervisor:
                        "candidate_source": req.candidate, "device": str(self.device), "precision": precision,
                        "broad_inputs": list(problem.broad_inputs) if problem.broad_inputs is not None else None,
                        "model_seed": self._model_seed(problem),
-                       "gpu_memory_fraction": 0.9 if self.device.type == "cuda" else None},
+                       "gpu_memory_fraction": WORKER_GPU_FRACTION if self.device.type == "cuda" else None},
                    self.limits["compile_s"], "compile")
         phases["compile"] = time.monotonic() - t0
         # -- correctness -----------------------------------------------------------------------------

@@ -40,3 +40,36 @@ def test_stdout_flood_decides_nothing(supervisor):
     bad = src.replace("return y", "return y * 0")
     res = supervisor.evaluate(EvalRequest(problem=PID, candidate=bad, measure_time=False))
     assert res.verdict == "fail" and res.reward == 0.0
+
+
+def _oom_case(monkeypatch, free_bytes):
+    """Supervisor._oom_verdict with the device memory query faked (the decision is what is tested here; the
+    real path runs on the GPU machine)."""
+    import types
+
+    import torch
+
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor.__new__(Supervisor)
+    sup.device = torch.device("cuda", 0)
+    disposed = []
+    monkeypatch.setattr(Supervisor, "_dispose", staticmethod(lambda w: disposed.append(w)))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free_bytes, 140 << 30))
+    out = torch.empty(1 << 20, dtype=torch.uint8)  # a 1 MiB reference output
+    st = types.SimpleNamespace(refs={("seed", "default"): ([], [out])})
+    return sup, st, disposed
+
+
+def test_supervisor_oom_with_memory_back_after_killing_the_worker_is_the_candidates(monkeypatch):
+    sup, st, disposed = _oom_case(monkeypatch, free_bytes=100 << 30)
+    fault = sup._oom_verdict("worker", st, RuntimeError("CUDA out of memory"))
+    assert disposed == ["worker"]
+    assert fault.category == "oom" and "held so much GPU memory" in fault.reason
+
+
+def test_supervisor_oom_without_memory_back_is_a_harness_error(monkeypatch):
+    from kbenv.sandbox.supervisor import HarnessError
+    sup, st, _ = _oom_case(monkeypatch, free_bytes=1 << 30)
+    with pytest.raises(HarnessError):
+        sup._oom_verdict("worker", st, RuntimeError("CUDA out of memory"))
