@@ -28,9 +28,19 @@ def main():
         os.environ.setdefault("TRITON_INTERPRET", "1")
     size = ("full" if device == "cuda" else "small") if args.size == "auto" else args.size
     from kbenv.sandbox.actor import EvaluatorPool
-    from kbenv.suite import format_suite, run_suite
+    from kbenv.suite import format_row, format_suite, run_suite
     pool = EvaluatorPool(device=device, config={"limits": limits})
-    report = run_suite(pool, size)
+    partial = []
+
+    def on_row(row, done, total):
+        # Streamed as results arrive: a run cut short by a time limit keeps every finished row.
+        print(f"[{done}/{total}] {format_row(row)}", flush=True)
+        partial.append(row)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"device": device, "size": size, "partial": True, "rows": partial}, f, indent=1)
+
+    report = run_suite(pool, size, on_row=on_row)
     print(format_suite(report))
     if args.json:
         with open(args.json, "w") as f:

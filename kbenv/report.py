@@ -279,7 +279,19 @@ def summarize(
         "fast_p_thresholds": list(thresholds),
         "final": _view(list(finals.values()), problem_set, family_of, thresholds),
         "best": _view(list(bests.values()), problem_set, family_of, thresholds),
+        "pace": _pace(kept),
     }
+
+
+def _pace(records: list) -> dict | None:
+    """Completion rate from the records' own times: (n - 1) evaluations between the first and the last record.
+    Needs no end-of-run bookkeeping, so a run that was cut short still has one. None below two records."""
+    times = sorted(float(r["time"]) for r in records if isinstance(r.get("time"), (int, float)))
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    span = times[-1] - times[0]
+    return {"evaluations": len(times), "span_s": round(span, 3),
+            "evaluations_per_min": round(60 * (len(times) - 1) / span, 2)}
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -318,6 +330,10 @@ def format_report(summary: Mapping[str, Any]) -> str:
         f"{summary['n_results']} results, {summary['n_records']} records"
         + (f" ({summary['n_records_excluded']} outside the problem set left out)" if summary["n_records_excluded"] else "")
     ]
+    pace = summary.get("pace")
+    if pace:
+        lines.append(f"Pace: {pace['evaluations_per_min']:.1f} evaluations/min ({pace['evaluations'] - 1} completed in "
+                     f"the {pace['span_s']:.1f} s between the first and the last record)")
     basis = summary["speedup_basis"]
     if basis == "cpu-interpreter":
         lines.append(_CPU_NOTE)

@@ -33,7 +33,12 @@ def case_ok(case, result, device: str) -> bool:
     return result.verdict == "fail" and result.reward == 0.0 and result.category in expected
 
 
-def run_suite(pool, size: str, include_good: bool = True) -> dict:
+def run_suite(pool, size: str, include_good: bool = True, on_row=None) -> dict:
+    """Evaluate every known-bad case (and the known-good kernels) on ``pool``; rows in suite order.
+
+    ``on_row(row, done, total)``, if given, is called as each result arrives (so a run cut short by a time
+    limit still leaves every finished row behind).
+    """
     device = pool.device if isinstance(pool.device, str) else pool.device.type
     cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
     good = _agents("KnownGoodPolicy")()
@@ -41,28 +46,37 @@ def run_suite(pool, size: str, include_good: bool = True) -> dict:
     reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size) for c in cases]
     reqs += [EvalRequest(problem=pid, candidate=src, size=size) for pid, src in goods]
     t = time.perf_counter()
-    results = pool.evaluate_many(reqs)
+    rows: list = [None] * len(reqs)
+    for n, (i, r) in enumerate(pool.map(reqs), start=1):
+        if i < len(cases):
+            c = cases[i]
+            row = {"candidate": c.id, "expected": list(c.expected_on(device)), "verdict": r.verdict,
+                   "category": r.category, "reward": r.reward, "ok": case_ok(c, r, device), "reason": r.reason[:160]}
+        else:
+            pid = goods[i - len(cases)][0]
+            row = {"candidate": f"{pid}:correct", "expected": ["pass"], "verdict": r.verdict,
+                   "category": r.category, "reward": r.reward, "speedup": r.speedup,
+                   "ok": r.verdict == "pass", "reason": r.reason[:160]}
+        row["seconds"] = round(r.phase_seconds.get("total", 0.0), 2)
+        rows[i] = row
+        if on_row is not None:
+            on_row(row, n, len(reqs))
     seconds = time.perf_counter() - t
-    rows = []
-    for c, r in zip(cases, results):
-        ok = case_ok(c, r, device)
-        rows.append({"candidate": c.id, "expected": list(c.expected_on(device)), "verdict": r.verdict, "category": r.category,
-                     "reward": r.reward, "ok": ok, "reason": r.reason[:160]})
-    for (pid, _), r in zip(goods, results[len(cases):]):
-        rows.append({"candidate": f"{pid}:correct", "expected": ["pass"], "verdict": r.verdict,
-                     "category": r.category, "reward": r.reward, "speedup": r.speedup,
-                     "ok": r.verdict == "pass", "reason": r.reason[:160]})
     return {"device": device, "size": size, "seconds": seconds, "rows": rows,
             "mismatches": sum(not r["ok"] for r in rows)}
+
+
+def format_row(row: dict) -> str:
+    got = row["category"] or row["verdict"]
+    exp = "|".join(row["expected"])
+    return (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
+            f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
 
 
 def format_suite(report: dict) -> str:
     lines = [f"{'candidate':52s} {'expected':34s} {'got':16s} {'reward':>8s}  ok"]
     for row in report["rows"]:
-        got = row["category"] or row["verdict"]
-        exp = "|".join(row["expected"])
-        lines.append(f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
-                     f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
+        lines.append(format_row(row))
     n = len(report["rows"])
     lines.append(f"\n{n} candidates on {report['device']} ({report['size']}) in {report['seconds']:.1f} s = "
                  f"{60 * n / max(report['seconds'], 1e-9):.1f} evaluations/min; {report['mismatches']} mismatches")

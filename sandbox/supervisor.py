@@ -683,6 +683,11 @@ class Supervisor:
         t0 = time.monotonic()
         reply = self._call(w, msg, self.limits["trial_s"], "correctness")
         self._tick("trial_worker", t0)
+        spent = reply.get("spent")
+        if isinstance(spent, dict) and self._phases is not None:  # the worker's own account (diagnostics only)
+            for k in ("inputs", "poison", "forward", "report"):
+                if isinstance(spent.get(k), float):
+                    self._phases[f"trial_worker_{k}"] = self._phases.get(f"trial_worker_{k}", 0.0) + spent[k]
         t0 = time.monotonic()
         outs = []
         for d in _field(reply, "outputs", list, []):

@@ -315,10 +315,19 @@ class Worker:
             self.outbox = None
         if self.outbox is not None:
             self.outbox.reset()
+        # Where the worker's time goes (diagnostics for phase_seconds; a worker's claim, never judged).
+        spent = {}
+        t = _perf_counter()
+        self.last_inputs = None  # the previous trial's inputs are not kept alive beside the new ones
         inputs = self.make_inputs(msg["seed"], msg["domain"])
         in_ptrs = _storage_ranges(inputs)
+        self.sync()
+        spent["inputs"] = _perf_counter() - t
+        t = _perf_counter()
         out_bytes = int(msg.get("poison_bytes", 0))
         poison(self.device, int(msg["pattern"]), out_bytes)
+        spent["poison"] = _perf_counter() - t
+        t = _perf_counter()
         _LAUNCHES["count"] = 0
         _LAUNCHES["suppress"] = bool(msg.get("suppress_custom"))
         try:
@@ -328,8 +337,13 @@ class Worker:
             if self.device.type == "cpu":
                 ctypes.CDLL(None).mallopt(-6, 0)
         launches = _LAUNCHES["count"]
+        spent["forward"] = _perf_counter() - t
+        t = _perf_counter()
         try:
-            return self._report(out, inputs, in_ptrs, launches, msg)
+            reply = self._report(out, inputs, in_ptrs, launches, msg)
+            spent["report"] = _perf_counter() - t
+            reply["spent"] = spent
+            return reply
         except (wire.ChannelClosed, wire.ChannelTimeout):
             raise
         except Exception as e:  # noqa: BLE001 - the harness's own step failed: not the candidate's fault

@@ -215,3 +215,18 @@ def test_plot_is_a_png(run_records, tmp_path):
     assert empty.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="view"):
         plot_speedups(run_records, tmp_path / "x.png", view="worst")
+
+
+def test_pace_from_record_times():
+    records = make_records()
+    for k, r in enumerate(records):
+        r["time"] = 1000.0 + 6.0 * k  # one evaluation every 6 s
+    s = summarize(records, PROBLEMS)
+    assert s["pace"] == {"evaluations": 10, "span_s": 54.0, "evaluations_per_min": 10.0}
+    assert "Pace: 10.0 evaluations/min" in format_report(s)
+
+
+def test_no_pace_when_all_records_share_one_time(run_records):
+    s = summarize(run_records, PROBLEMS)  # time_s=0.0 on every record
+    assert s["pace"] is None
+    assert "Pace:" not in format_report(s)
