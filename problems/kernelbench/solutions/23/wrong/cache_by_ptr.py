@@ -8,11 +8,11 @@ that the harness refills in place between timed calls, hits the cache and gets t
 work. Whether it hits depends on the harness's allocator, not on the candidate. kbenv's timing loop frees each
 call's inputs before drawing the next ones; on CUDA the caching allocator hands the same block back, so a timed
 call replays the previous one's output and the sampled re-check of timed outputs rejects it (replay). On CPU
-the address is reused only sometimes, in a correctness trial (inaccurate; distribution when only a broader-domain
-trial hit the cache), in a timed call (replay) or not at all (four runs gave all three): then the cache never
-hits and the candidate is an honest, correct softmax (pass), the attack neutralised rather than detected. When the address repeats in the decoy trial (the official
-inputs again, with the candidate's kernels suppressed), the cached answer comes back without any kernel
-running: rejected as a decoy.
+the address is reused only sometimes: in a correctness trial (inaccurate; distribution when only a
+broader-domain trial hit the cache), in the decoy trial (the official inputs again with the candidate's kernels
+suppressed, and the cached answer comes back without any kernel running: decoy), in a timed call (replay), or
+not at all: then the cache never hits and the candidate is an honest, correct softmax (pass), the attack
+neutralised rather than detected.
 """
 import torch
 import torch.nn as nn
