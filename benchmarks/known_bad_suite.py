@@ -18,7 +18,7 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", default="auto")
     ap.add_argument("--json", default="")
-    ap.add_argument("--limits", default="compile_s=60,trial_s=20,timing_s=120",
+    ap.add_argument("--limits", default="compile_s=30,trial_s=20,timing_s=60",
                     help="phase limits in seconds: the suite holds hangs and sleeps that run into them on purpose")
     args = ap.parse_args()
     limits = {k: float(v) for k, v in (kv.split("=") for kv in args.limits.split(",") if kv)}
