@@ -853,6 +853,7 @@ class Supervisor:
                 if k > n_warmup:
                     times.append(ms)
                 if k in picks:
+                    t_pick = time.monotonic()
                     inputs, refs = self.reference(st, seeds[k], "default", precision, cache=False)
                     gen = torch.Generator().manual_seed(self._seed("outpos", seeds[k]))
                     pos = [torch.randint(0, max(r.numel(), 1), (N_INPUT_SAMPLES,), generator=gen).tolist()
@@ -868,6 +869,7 @@ class Supervisor:
                         replay_checks.append(C.check_sampled(exp, vals, ref_max, precision,
                                                              f"timed_call_{k}_output_{j}", "replay"))
                     del inputs, refs
+                    self._tick("timing_rechecks", t_pick)
                 else:
                     w.send({"type": "skip"})
             final = w.recv(self.limits["timing_s"])
@@ -876,6 +878,11 @@ class Supervisor:
         except wire.ChannelClosed as e:
             raise self._death(w, "timing", str(e)) from None
         wall_ms = (time.monotonic() - t_wall) * 1e3
+        spent = final.get("spent")
+        if isinstance(spent, dict) and self._phases is not None:  # the worker's own account (diagnostics only)
+            for k in ("inputs", "timed_call", "samples"):
+                if isinstance(spent.get(k), float):
+                    self._phases[f"timing_worker_{k}"] = spent[k]
         if final.get("type") != "reply" or "error" in final:
             raise CandidateFault("runtime", "error at the end of timing", str(final.get("error", ""))[-4000:])
         t = torch.tensor(times, dtype=torch.float64)

@@ -387,17 +387,24 @@ class Worker:
         n = int(msg["n_warmup"]) + int(msg["n_trials"])
         cuda = self.device.type == "cuda"
         threads_max = 0
+        spent = {"inputs": 0.0, "timed_call": 0.0, "samples": 0.0}  # diagnostics: a claim, never judged
         for k in range(n):
             step = self.recv()
             if step.get("type") != "seed":
                 raise wire.ChannelClosed("expected a seed frame")
+            t = _perf_counter()
             inputs = self.make_inputs(step["seed"], "default")
+            self.sync()
+            t1 = _perf_counter()
             out, ms = timed_call(self.model, inputs, self.device)
+            spent["inputs"] += t1 - t
+            spent["timed_call"] += _perf_counter() - t1
             threads_max = max(threads_max, len([t for t in _thread_enumerate()
                                                 if t not in self.harness_threads and t.is_alive()]))
             self.send({"type": "ms", "k": k, "ms": float(ms)})
             ask = self.recv()
             if ask.get("type") == "positions":
+                t = _perf_counter()
                 outs = list(out) if _type(out) in (tuple, list) else [out]
                 vals = []
                 for o, p in zip(outs, ask["positions"]):
@@ -405,11 +412,12 @@ class Worker:
                         vals.append(None)
                     else:
                         vals.append(self.arena.put(_sample(o, p)))
+                spent["samples"] += _perf_counter() - t
                 self.send({"type": "samples", "values": vals})
             del out, inputs
         intact, detail = _timers_intact()
         return {"timers_intact": intact, "timers_detail": detail, "threads_left": threads_max,
-                "l2_persisting_bytes": persisting_l2_bytes() if cuda else None}
+                "l2_persisting_bytes": persisting_l2_bytes() if cuda else None, "spent": spent}
 
     def profile(self, msg: dict) -> dict:
         """One forward under torch.profiler: custom kernels' share of the candidate's kernel time."""
