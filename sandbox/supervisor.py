@@ -93,6 +93,7 @@ class _WorkerProc:
         self.probe = None  # the probe buffer, until the ready frame is checked
         self.devbuf = None  # the output buffer lent for this evaluation
         self.devshare = False
+        self.devshare_error = ""  # why outputs fell back to the host arena in this evaluation, if they did
         self.spawned_at = time.monotonic()
         self.started = False
         self.startup: dict = {}
@@ -500,7 +501,7 @@ class Supervisor:
         except devshare.DevShareError as e:
             # Most likely out of device memory in the supervisor: this evaluation's outputs take the host path.
             w.devshare = False
-            self.last_devshare_error = str(e)
+            w.devshare_error = str(e)
             return False
         try:
             devshare.send_fd(w.sock, w.devbuf.fd, b"B", w.devbuf.size)
@@ -552,13 +553,15 @@ class Supervisor:
             w.signal_kill()
             self._start(self._spare)  # timing (the last phase) is over: the next worker may start on the GPU
             # A process with a large CUDA context takes 1-2 s to exit. The result does not wait for that: a
-            # reaper thread waits for every process of the sandbox, and the next evaluation joins it before
-            # its timing phase (and close() before returning), so a dying worker never overlaps a measurement.
+            # reaper thread waits for every process of the sandbox, and the next evaluation joins it before it
+            # takes a worker (close() before returning), so a dying worker never shares the GPU with the next.
             self._reap_in_background(w)
             phases["worker_exit"] = time.monotonic() - t0
         self._release()
         self._phases = None
         res.facts["output_transport"] = "device" if w.devshare else "host"
+        if w.devshare_error:
+            res.facts["output_transport_error"] = w.devshare_error
         if w.startup:
             res.facts["worker_startup_s"] = w.startup
         phases["total"] = time.monotonic() - t_start
@@ -809,7 +812,6 @@ class Supervisor:
             res.set_verdict(judge_checks(per_trial, decoy=decoy))
             return
         # -- timing ----------------------------------------------------------------------------------
-        self.join_reapers()  # the previous candidate's processes are gone before anything is timed
         t0 = time.monotonic()
         timing = self._time(req, w, st, precision)
         res.timings = dict(timing.pop("stats"))
