@@ -622,6 +622,17 @@ class Supervisor:
 
     _phases: dict | None = None
 
+    def _add_worker_account(self, reply: dict, prefix: str, keys: tuple) -> None:
+        """Add the worker's own account of its time (``reply["spent"]``) to the sub-phases: a claim of the
+        untrusted process, reported for diagnostics and never judged."""
+        spent = reply.get("spent")
+        if not isinstance(spent, dict) or self._phases is None:
+            return
+        for k in keys:
+            if isinstance(spent.get(k), float):
+                name = f"{prefix}_{k}"
+                self._phases[name] = self._phases.get(name, 0.0) + spent[k]
+
     def _call(self, w: _WorkerProc, msg: dict, timeout_s: float, phase: str) -> dict:
         try:
             w.send(msg)
@@ -686,11 +697,7 @@ class Supervisor:
         t0 = time.monotonic()
         reply = self._call(w, msg, self.limits["trial_s"], "correctness")
         self._tick("trial_worker", t0)
-        spent = reply.get("spent")
-        if isinstance(spent, dict) and self._phases is not None:  # the worker's own account (diagnostics only)
-            for k in ("inputs", "poison", "forward", "report"):
-                if isinstance(spent.get(k), float):
-                    self._phases[f"trial_worker_{k}"] = self._phases.get(f"trial_worker_{k}", 0.0) + spent[k]
+        self._add_worker_account(reply, "trial_worker", ("inputs", "poison", "forward", "report"))
         t0 = time.monotonic()
         outs = []
         for d in _field(reply, "outputs", list, []):
@@ -880,11 +887,7 @@ class Supervisor:
         except wire.ChannelClosed as e:
             raise self._death(w, "timing", str(e)) from None
         wall_ms = (time.monotonic() - t_wall) * 1e3
-        spent = final.get("spent")
-        if isinstance(spent, dict) and self._phases is not None:  # the worker's own account (diagnostics only)
-            for k in ("inputs", "timed_call", "samples"):
-                if isinstance(spent.get(k), float):
-                    self._phases[f"timing_worker_{k}"] = spent[k]
+        self._add_worker_account(final, "timing_worker", ("inputs", "timed_call", "samples"))
         if final.get("type") != "reply" or "error" in final:
             raise CandidateFault("runtime", "error at the end of timing", str(final.get("error", ""))[-4000:])
         t = torch.tensor(times, dtype=torch.float64)
