@@ -1,5 +1,7 @@
 """Faults of kbenv itself raise loudly; they never become a candidate failure or a low reward."""
 
+import time
+
 import pytest
 
 from kbenv.problems import register_kernelbench_dir
@@ -73,3 +75,37 @@ def test_supervisor_oom_without_memory_back_is_a_harness_error(monkeypatch):
     sup, st, _ = _oom_case(monkeypatch, free_bytes=1 << 30)
     with pytest.raises(HarnessError):
         sup._oom_verdict("worker", st, RuntimeError("CUDA out of memory"))
+
+
+def _proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2]
+
+
+def test_spare_worker_is_stopped_during_the_timing_phase(supervisor, monkeypatch):
+    """Nothing of the next worker (its imports, its warm-up) runs while a candidate is being timed."""
+    from kbenv.sandbox import supervisor as S
+    seen = []
+    timed = S.Supervisor._time
+
+    def spy(self, req, w, st, precision):
+        # A process in uninterruptible sleep (reading a file) stops when that read returns: poll briefly.
+        deadline = time.monotonic() + 5
+        while True:
+            states = {pid: _proc_state(pid) for pid in S._process_tree(self._spare.proc.pid)}
+            if set(states.values()) <= {"T", "Z"} or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        seen.append(states)
+        return timed(self, req, w, st, precision)
+
+    monkeypatch.setattr(S.Supervisor, "_time", spy)
+    res = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+    assert res.verdict == "pass", res.reason
+    assert len(seen) == 1 and seen[0] and set(seen[0].values()) <= {"T", "Z"}, seen
+    assert res.facts["spare_paused"] >= 1
+    spare = supervisor._spare
+    assert "T" not in {_proc_state(p) for p in S._process_tree(spare.proc.pid)}  # resumed after timing
+    monkeypatch.setattr(S.Supervisor, "_time", timed)
+    assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"  # it becomes the worker

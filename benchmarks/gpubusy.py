@@ -1,0 +1,116 @@
+"""How long the GPU was busy during a window of wall time, from the driver's own utilisation samples (NVML).
+
+Used by the sandbox benchmark to split an evaluation's wall time into GPU work (any process's kernels: the
+candidate's, the trusted references, checks and input generation) and the rest (host work, waiting, process
+start-up), which is the overhead the sandbox adds. Independent of kbenv's own timers: NVML samples the device's
+"a kernel was executing" counter every few tens to hundreds of milliseconds; each sample is the busy percentage
+over the period since the previous one.
+
+    b = GpuBusy(torch_device_index)   # None if NVML is unavailable
+    t0 = b.now_us(); ...; t1 = b.now_us()
+    busy_s, covered_s = b.busy_seconds(t0, t1)
+
+Precision: a sample period that straddles the window's start or end is counted in proportion to its overlap,
+assuming uniform busyness inside the period; the error is at most one sample period at each end.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+NVML_GPU_UTILIZATION_SAMPLES = 1
+
+
+class _Value(ctypes.Union):
+    _fields_ = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint), ("ulVal", ctypes.c_ulong),
+                ("ullVal", ctypes.c_ulonglong), ("sllVal", ctypes.c_longlong)]
+
+
+class _Sample(ctypes.Structure):
+    _fields_ = [("timeStamp", ctypes.c_ulonglong), ("sampleValue", _Value)]
+
+
+class GpuBusy:
+    def __init__(self, handle, lib):
+        self._h, self._lib = handle, lib
+        self._samples: dict[int, float] = {}  # timestamp (us) -> busy percent over the period ending there
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def _poll_forever(self, interval_s: float) -> None:
+        while True:  # the driver keeps a bounded buffer of samples: fetch them well before they drop out
+            self.poll()
+            time.sleep(interval_s)
+
+    @classmethod
+    def open(cls, torch_index: int = 0) -> "GpuBusy | None":
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return None
+            handle = ctypes.c_void_p()
+            bus = _pci_bus_id(torch_index)
+            if bus is not None:
+                rc = lib.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(handle))
+            else:
+                rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(torch_index), ctypes.byref(handle))
+            if rc != 0:
+                return None
+            b = cls(handle, lib)
+            b.poll()
+            threading.Thread(target=b._poll_forever, args=(0.5,), daemon=True).start()
+            return b
+        except OSError:
+            return None
+
+    @staticmethod
+    def now_us() -> int:
+        return time.time_ns() // 1000  # NVML's sample timestamps are wall-clock microseconds
+
+    def poll(self) -> None:
+        """Fetch the samples the driver has taken since the last poll (a background thread does it twice a
+        second)."""
+        with self._lock:
+            self._poll()
+
+    def _poll(self) -> None:
+        vtype, count = ctypes.c_int(), ctypes.c_uint(0)
+        rc = self._lib.nvmlDeviceGetSamples(self._h, NVML_GPU_UTILIZATION_SAMPLES, ctypes.c_ulonglong(self._last),
+                                            ctypes.byref(vtype), ctypes.byref(count), None)
+        if rc != 0 or count.value == 0:
+            return
+        buf = (_Sample * count.value)()
+        rc = self._lib.nvmlDeviceGetSamples(self._h, NVML_GPU_UTILIZATION_SAMPLES, ctypes.c_ulonglong(self._last),
+                                            ctypes.byref(vtype), ctypes.byref(count), buf)
+        if rc != 0:
+            return
+        for s in buf[:count.value]:
+            v = s.sampleValue
+            pct = {0: v.dVal, 1: v.uiVal, 2: v.ulVal, 3: v.ullVal, 4: v.sllVal}.get(vtype.value, v.uiVal)
+            self._samples[int(s.timeStamp)] = float(pct)
+            self._last = max(self._last, int(s.timeStamp))
+
+    def busy_seconds(self, t0_us: int, t1_us: int) -> tuple[float, float]:
+        """(busy seconds, seconds of the window covered by samples) between two ``now_us()`` readings."""
+        self.poll()
+        with self._lock:
+            ts = sorted(self._samples)
+        busy = covered = 0.0
+        for prev, cur in zip(ts, ts[1:]):
+            lo, hi = max(prev, t0_us), min(cur, t1_us)
+            if hi <= lo:
+                continue
+            covered += (hi - lo) / 1e6
+            busy += (hi - lo) / 1e6 * self._samples[cur] / 100.0
+        return busy, covered
+
+
+def _pci_bus_id(torch_index: int) -> str | None:
+    try:
+        import torch
+        p = torch.cuda.get_device_properties(torch_index)
+        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    except Exception:  # noqa: BLE001 - older torch without the PCI fields: fall back to the index
+        return None
