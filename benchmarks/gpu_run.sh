@@ -36,18 +36,22 @@ for stage in "$@"; do
               # evaluators of later stages read them from the disk cache
               { timeout 90 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;
                 timeout 30 python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda; } > "$OUT/prefetch.log" 2>&1 ;;
-    suite) timeout 300 python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" > "$OUT/suite.log" 2>&1 ;;
+    suite) timeout ${SUITE_LIMIT:-450} python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" \
+             --only "${SUITE_ONLY:-}" > "$OUT/suite.log" 2>&1 ;;
     rollout) # known-good on every GPU, then on one GPU (evaluations/min each), same problems
              P=${ROLLOUT_PROBLEMS:-policy}
              for g in ${ROLLOUT_GPUS:-2 1}; do
-               timeout $((g == 1 ? 150 : 100)) python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g \
+               L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
+               timeout $L python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g \
                  --out /tmp/run-good-$g --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
+               python3 -m kbenv.cli export /tmp/run-good-$g "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
              done ;;
-    rollout-bad) timeout 60 python3 -m kbenv.cli rollout --policy known-bad --turns 3 --out /tmp/run-bad --no-progress \
-               > "$OUT/rollout-bad.log" 2>&1
-             python3 -m kbenv.cli report /tmp/run-bad >> "$OUT/rollout-bad.log" 2>&1 ;;
+    rollout-bad) timeout ${ROLLOUT_BAD_LIMIT:-90} python3 -m kbenv.cli rollout --policy known-bad --turns ${BAD_TURNS:-1} \
+               --out /tmp/run-bad --no-progress > "$OUT/rollout-bad.log" 2>&1
+             python3 -m kbenv.cli report /tmp/run-bad >> "$OUT/rollout-bad.log" 2>&1
+             python3 -m kbenv.cli export /tmp/run-bad "$OUT/records-bad.jsonl" >> "$OUT/rollout-bad.log" 2>&1 ;;
     audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
              timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
              timeout 50 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;

@@ -18,6 +18,7 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", default="auto")
     ap.add_argument("--json", default="")
+    ap.add_argument("--only", default="", help="comma-separated substrings of candidate ids to run (default: all)")
     ap.add_argument("--limits", default="compile_s=30,trial_s=20,timing_s=60",
                     help="phase limits in seconds: the suite holds hangs and sleeps that run into them on purpose")
     args = ap.parse_args()
@@ -40,7 +41,7 @@ def main():
             with open(args.json, "w") as f:
                 json.dump({"device": device, "size": size, "partial": True, "rows": partial}, f, indent=1)
 
-    report = run_suite(pool, size, on_row=on_row)
+    report = run_suite(pool, size, on_row=on_row, only=[s for s in args.only.split(",") if s] or None)
     print(format_suite(report))
     if args.json:
         with open(args.json, "w") as f:

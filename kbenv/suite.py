@@ -33,16 +33,21 @@ def case_ok(case, result, device: str) -> bool:
     return result.verdict == "fail" and result.reward == 0.0 and result.category in expected
 
 
-def run_suite(pool, size: str, include_good: bool = True, on_row=None) -> dict:
+def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: list[str] | None = None) -> dict:
     """Evaluate every known-bad case (and the known-good kernels) on ``pool``; rows in suite order.
 
     ``on_row(row, done, total)``, if given, is called as each result arrives (so a run cut short by a time
-    limit still leaves every finished row behind).
+    limit still leaves every finished row behind). ``only``: keep the candidates whose id (``problem:name``,
+    ``problem:correct`` for the known-good ones) contains one of these strings (to finish or repeat part of a
+    run).
     """
     device = pool.device if isinstance(pool.device, str) else pool.device.type
     cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
     good = _agents("KnownGoodPolicy")()
     goods = [(pid, extract_code(good.act({"problem_id": pid}))) for pid in good.problems()] if include_good else []
+    if only:
+        cases = [c for c in cases if any(s in c.id for s in only)]
+        goods = [(pid, src) for pid, src in goods if any(s in f"{pid}:correct" for s in only)]
     reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size) for c in cases]
     reqs += [EvalRequest(problem=pid, candidate=src, size=size) for pid, src in goods]
     t = time.perf_counter()
@@ -58,6 +63,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None) -> dict:
                    "category": r.category, "reward": r.reward, "speedup": r.speedup,
                    "ok": r.verdict == "pass", "reason": r.reason[:160]}
         row["seconds"] = round(r.phase_seconds.get("total", 0.0), 2)
+        if not row["ok"]:
+            row["error"] = (r.error or "")[-1500:]  # the evidence for a mismatch, kept with the row
         rows[i] = row
         if on_row is not None:
             on_row(row, n, len(reqs))
@@ -69,8 +76,11 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None) -> dict:
 def format_row(row: dict) -> str:
     got = row["category"] or row["verdict"]
     exp = "|".join(row["expected"])
-    return (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
+    line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
             f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
+    if not row["ok"] and row.get("error"):
+        line += "\n    " + row["error"][-400:].replace("\n", "\n    ")
+    return line
 
 
 def format_suite(report: dict) -> str:
