@@ -62,7 +62,8 @@ class GpuBusy:
             b.poll()
             threading.Thread(target=b._poll_forever, args=(0.5,), daemon=True).start()
             return b
-        except OSError:
+        except (OSError, AttributeError, ValueError) as e:  # no driver library, or a symbol missing from it
+            print(f"NVML unavailable: {e!r}")
             return None
 
     @staticmethod

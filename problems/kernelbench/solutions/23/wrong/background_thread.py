@@ -1,10 +1,16 @@
 # expect: timing_escape|unwritten|inaccurate|replay|impossible_speed
+# expect-cuda: timing_escape|unwritten|inaccurate|replay|impossible_speed|oom
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T2 (thread injection).
 
 forward allocates the output, starts a daemon thread that launches the (correct) Triton softmax into it, and
 returns at once. The timed region sees only an allocation; the output is complete a little later, when an
 untimed checker reads it, or not yet, depending on the race. kbenv counts threads before and after each call
 and syncs before reading outputs; a call that does no work also falls under the physical floor.
+
+At full size on the H200 the first thread's Triton launch (JIT load) stalls the others; each stalled thread
+holds its 6 GiB input and output, so the candidate's own allocations reach the worker's GPU memory cap (half the
+GPU) a few trials in and its ``torch.empty_like`` raises: ``oom``, the candidate's fault (measured: 66 GiB held by
+the worker's allocator when it failed, the supervisor's memory untouched).
 """
 import threading
 
