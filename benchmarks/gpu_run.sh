@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
 #   bash benchmarks/gpu_run.sh STAGE...   stages: tests bench prefetch suite rollout rollout-bad audit profile
-# Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit and the results are packed
-# after every stage. Three calls of the device tool (each well under its 600 s limit; the baseline cache of
-# "prefetch" survives between calls while the machine stays warm) cover every GPU figure:
-#   nvidia-h200-x2: BENCH_ONLY=kernelbench/level1/23 bash benchmarks/gpu_run.sh tests prefetch bench
-#   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite
-#   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch rollout
+# Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
+# environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
+# The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
+#   nvidia-h200:    BENCH_ONLY=kernelbench/level1/23 bash benchmarks/gpu_run.sh tests prefetch bench
+#   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
+#   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
+#   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
