@@ -31,7 +31,7 @@ for stage in "$@"; do
   case $stage in
     tests) timeout 150 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
-    bench) timeout 150 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" \
+    bench) timeout 150 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" --spares ${SPARES:-1} \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
@@ -43,7 +43,7 @@ for stage in "$@"; do
              P=${ROLLOUT_PROBLEMS:-policy}
              for g in ${ROLLOUT_GPUS:-2 1}; do
                L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
-               timeout $L python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g \
+               timeout $L python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g --spares ${SPARES:-1} \
                  --out /tmp/run-good-$g --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli export /tmp/run-good-$g "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1

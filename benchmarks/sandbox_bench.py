@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--out", default="sandbox_bench.json")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated problem ids for the known-good loop")
+    ap.add_argument("--spares", type=int, default=1, help="clean workers kept ready (Supervisor(spares=...))")
     args = ap.parse_args()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -37,8 +38,8 @@ def main():
     from kbenv.sandbox.result import EvalRequest
     from kbenv.sandbox.supervisor import Supervisor
 
-    report = {"device": args.device, "size": args.size}
-    sup = Supervisor(device=args.device)
+    report = {"device": args.device, "size": args.size, "spares": args.spares}
+    sup = Supervisor(device=args.device, spares=args.spares)
     from kbenv.problems import get_problem
     good = KnownGoodPolicy()
     chosen = [p for p in good.problems() if not args.only or p in args.only.split(",")]
@@ -146,7 +147,7 @@ def main():
             code = extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
             reqs.append(EvalRequest(problem=pid, candidate=code, size=args.size, precision=args.precision))
         for n in sorted({1, n_gpus}):
-            pool = EvaluatorPool(n=n, device=args.device)
+            pool = EvaluatorPool(n=n, device=args.device, config={"spares": args.spares})
             pool.evaluate_many(reqs)  # warm: references and baselines per actor
             t = time.perf_counter()
             res = pool.evaluate_many(reqs)

@@ -63,6 +63,8 @@ class RolloutConfig:
     """Ray cluster address ('' = start a local cluster)"""
     progress: bool = True
     """show a progress bar"""
+    spares: int = 1
+    """clean workers kept ready per evaluator (2 hides a worker's start-up when candidates come back to back)"""
 
 
 def resolve_policy(spec: str, kwargs: dict):
@@ -93,7 +95,8 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
         raise FileExistsError(f"{run_dir} already holds records; pass --resume to continue it")
     if pool is None:
         from kbenv.sandbox.actor import EvaluatorPool
-        pool = EvaluatorPool(n=cfg.gpus or None, device=cfg.device, address=cfg.address or None)
+        pool = EvaluatorPool(n=cfg.gpus or None, device=cfg.device, address=cfg.address or None,
+                             config={"spares": cfg.spares} if cfg.spares != 1 else None)
     meta = write_metadata(run_dir, {"config": dataclasses.asdict(cfg), "problems": problems,
                                     "evaluators": len(pool), "device": pool.device})
     run_id = meta.get("run_id") or uuid.uuid4().hex[:12]

@@ -258,7 +258,8 @@ class Supervisor:
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
                  limits: dict | None = None, timing: dict | None = None,
                  reference_budget_bytes: int | None = None, baselines: tuple = ("eager", "compile"),
-                 memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True):
+                 memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
+                 spares: int = 1):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -282,10 +283,15 @@ class Supervisor:
         self.memory_limit = memory_limit_bytes or (16 << 30)
         self.secret = secret or os.urandom(32)
         self.keep_spare = keep_spare
+        # How many clean workers wait ready beside the running one. One hides a worker's start-up when
+        # candidates leave gaps between them; back to back, a start-up (torch import, profiler warm-up: ~4 s on
+        # an H200 machine) can outlast an evaluation, and a second spare gets two evaluations' time for it, at
+        # the cost of one more idle CUDA context (~0.5 GiB).
+        self.n_spares = max(int(spares), 1) if keep_spare else 0
         self._states: OrderedDict[tuple, _ProblemState] = OrderedDict()
         self._ref_bytes = 0
         self._eval_counter = 0
-        self._spare: _WorkerProc | None = None
+        self._spares: list[_WorkerProc] = []  # the next worker first
         self._reapers: list[threading.Thread] = []
         self._reap_errors: list[BaseException] = []
         # Outputs travel through device memory lent to the worker on cuda (None: not tried yet; False: the
@@ -293,9 +299,14 @@ class Supervisor:
         self.devshare: bool | None = None
         self.devshare_reason = ""
         self._root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
-        if keep_spare:
-            self._spare = self._spawn()
-            self._start(self._spare)
+        for _ in range(self.n_spares):
+            self._spares.append(self._spawn())
+            self._start(self._spares[-1])
+
+    @property
+    def _spare(self) -> "_WorkerProc | None":
+        """The worker the next evaluation takes (None without spares)."""
+        return self._spares[0] if self._spares else None
 
     # ------------------------------------------------------------------------------------ seeds and refs
     def _seed(self, *parts) -> int:
@@ -434,17 +445,20 @@ class Supervisor:
             torch.cuda.empty_cache()
 
     def _take_worker(self, start_spare: bool = True) -> _WorkerProc:
-        w = self._spare
-        self._spare = None
+        w = self._spares.pop(0) if self._spares else None
         if w is None or w.proc.poll() is not None:
             if w is not None:
                 self._dispose(w)
             w = self._spawn()
         self._await_ready(w)
-        if self.keep_spare:
-            self._spare = self._spawn()
-            if start_spare:
-                self._start(self._spare)
+        for s in [s for s in self._spares if s.proc.poll() is not None]:  # a spare that died waiting
+            self._spares.remove(s)
+            self._dispose(s)
+        while len(self._spares) < self.n_spares:
+            self._spares.append(self._spawn())
+        if start_spare:
+            for s in self._spares:
+                self._start(s)
         return w
 
     def _start(self, w: _WorkerProc | None) -> None:
@@ -494,8 +508,9 @@ class Supervisor:
     def wait_spare(self) -> None:
         """Block until the spare worker is up (imports, CUDA context, probes), as it is whenever candidates do
         not arrive back to back; benchmarks use it to time an evaluation without the next worker's start-up."""
-        if self._spare is not None and self._spare.proc.poll() is None:
-            self._await_ready(self._spare)
+        for s in self._spares:
+            if s.proc.poll() is None:
+                self._await_ready(s)
 
     def _check_probe(self, w: _WorkerProc, msg: dict) -> None:
         """Device sharing is used only if the worker (before any candidate code) wrote the token it reported
@@ -541,9 +556,8 @@ class Supervisor:
 
     def close(self) -> None:
         self.join_reapers()
-        if self._spare is not None:
-            self._dispose(self._spare)
-            self._spare = None
+        while self._spares:
+            self._dispose(self._spares.pop())
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -------------------------------------------------------------------------------------- evaluation
@@ -581,7 +595,8 @@ class Supervisor:
             self._save_triton_cache(req, w)
             t0 = time.monotonic()
             w.signal_kill()
-            self._start(self._spare)  # timing (the last phase) is over: the next worker may start on the GPU
+            for s in self._spares:
+                self._start(s)  # timing (the last phase) is over: the next workers may start on the GPU
             # A process with a large CUDA context takes 1-2 s to exit. The result does not wait for that: a
             # reaper thread waits for every process of the sandbox, and the next evaluation joins it before it
             # takes a worker (close() before returning), so a dying worker never shares the GPU with the next.
@@ -850,7 +865,7 @@ class Supervisor:
             return
         # -- timing ----------------------------------------------------------------------------------
         t0 = time.monotonic()
-        paused = self._spare.pause() if self._spare is not None else []
+        paused = [pid for s in self._spares for pid in s.pause()]
         try:
             timing = self._time(req, w, st, precision)
         finally:

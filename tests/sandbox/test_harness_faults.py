@@ -109,3 +109,30 @@ def test_spare_worker_is_stopped_during_the_timing_phase(supervisor, monkeypatch
     assert "T" not in {_proc_state(p) for p in S._process_tree(spare.proc.pid)}  # resumed after timing
     monkeypatch.setattr(S.Supervisor, "_time", timed)
     assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"  # it becomes the worker
+
+
+def test_two_spares_stay_ready_are_paused_in_timing_and_are_gone_after_close(cache_dir, monkeypatch):
+    from kbenv.sandbox import supervisor as S
+    sup = S.Supervisor(device="cpu", cache_dir=cache_dir, spares=2, limits={"spawn_s": 30})
+    seen = []
+    timed = S.Supervisor._time
+
+    def spy(self, req, w, st, precision):
+        seen.append([s.proc.pid for s in self._spares])
+        return timed(self, req, w, st, precision)
+
+    monkeypatch.setattr(S.Supervisor, "_time", spy)
+    try:
+        assert len(sup._spares) == 2
+        first_two = [s.proc.pid for s in sup._spares]
+        for _ in range(3):
+            res = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+            assert res.verdict == "pass", res.reason
+            assert len(sup._spares) == 2 and all(s.proc.poll() is None for s in sup._spares)
+        assert all(len(pids) == 2 for pids in seen)
+        assert res.facts["spare_paused"] >= 2  # both spares' processes were stopped for the timing phase
+        assert not set(first_two) & {s.proc.pid for s in sup._spares}  # each evaluation took a fresh worker
+        procs = [s.proc for s in sup._spares]
+    finally:
+        sup.close()
+    assert all(p.poll() is not None for p in procs)
