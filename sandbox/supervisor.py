@@ -253,6 +253,8 @@ class Supervisor:
         memory_limit_bytes: host address-space limit for the worker (cpu only; CUDA needs a large virtual
             address space) and the GPU memory fraction cap on cuda.
         secret: bytes mixed into every seed; random by default.
+        keep_spare: keep clean workers started ahead of the next evaluation (False: start one per evaluation).
+        spares: how many (default 1); every spare is SIGSTOPped while a candidate is timed.
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
