@@ -74,8 +74,6 @@ def main():
         settled = i >= args.repeats
         if settled:
             sup.wait_spare()
-        if busy:
-            busy.poll()
         t = time.perf_counter()
         t_us = busy.now_us() if busy else 0
         r = sup.evaluate(req)
@@ -91,8 +89,8 @@ def main():
               f"speedup {r.speedup}  overhead {overhead:.2f} s  verdict {r.verdict} {r.category or ''}  worker start-up {r.facts.get('worker_startup_s')}", flush=True)
     if busy:
         # Overhead as the issue counts it: wall time beyond compile and GPU work (anyone's kernels: the
-        # candidate's and the trusted references, checks and fresh inputs), GPU work from NVML's samples (polled
-        # before every evaluation so the driver's buffer never overflows; the last sample after a short wait).
+        # candidate's and the trusted references, checks and fresh inputs), GPU work from NVML's samples (a
+        # background thread fetches them twice a second; the last one after a short wait).
         time.sleep(1.0)
         for row in rows:
             t_us, wall = row["_window"]

@@ -64,3 +64,20 @@ def test_case_ok_rejects_a_paid_or_miscategorised_result():
     wrong_cat = NS(verdict="fail", reward=0.0, category="timeout")
     right = NS(verdict="fail", reward=0.0, category=case.expected_on(DEVICE)[0])
     assert not case_ok(case, paid, DEVICE) and not case_ok(case, wrong_cat, DEVICE) and case_ok(case, right, DEVICE)
+
+
+def test_run_suite_only_runs_the_named_candidates_and_keeps_a_mismatchs_error(suite_pool, monkeypatch):
+    """``run_suite(only=...)`` finishes or repeats part of a run; a mismatched row carries the error text."""
+    from kbenv import suite as S
+    rows = []
+    report = S.run_suite(suite_pool, SIZE, only=["24:syntax_error", "level1/19:correct"],
+                         on_row=lambda row, done, total: rows.append((row["candidate"], done, total)))
+    assert sorted(r["candidate"] for r in report["rows"]) == ["kernelbench/level1/19:correct",
+                                                              "kernelbench/level1/24:syntax_error"]
+    assert report["mismatches"] == 0 and sorted(n for _, n, _ in rows) == [1, 2] and {t for *_, t in rows} == {2}
+    # the same candidate judged against an expectation it does not meet: its row keeps the evidence
+    monkeypatch.setattr(S, "case_ok", lambda case, result, device: False)
+    report = S.run_suite(suite_pool, SIZE, include_good=False, only=["24:syntax_error"])
+    (row,) = report["rows"]
+    assert report["mismatches"] == 1 and "SyntaxError" in row["error"]
+    assert "MISMATCH" in S.format_row(row) and "SyntaxError" in S.format_row(row)
