@@ -67,7 +67,7 @@ def main():
         print(f"GPU busy sampling failed to start: {e!r}", flush=True)
         busy = None
     print(f"GPU busy time from NVML utilisation samples: {'yes' if busy else 'unavailable'}", flush=True)
-    rows = []
+    rows, windows = [], []  # windows: (start in NVML's clock, wall seconds) of each evaluation
     for i in range(2 * args.repeats):
         # First --repeats evaluations back to back (the next worker's start-up overlaps the evaluation and may
         # bound it), then --repeats with the spare worker already up (candidates arriving at a policy's pace).
@@ -83,7 +83,7 @@ def main():
         row = {"settled": settled, "wall_s": wall, "phases": r.phase_seconds, "speedup": r.speedup,
                "verdict": r.verdict, "timings": r.timings, "overhead_s": overhead, "category": r.category,
                "median_ms": r.timings.get("median_ms"), "spare_paused": r.facts.get("spare_paused")}
-        row["_window"] = (t_us, wall)
+        windows.append((t_us, wall))
         rows.append(row)
         print(f"eval {i} ({'spare ready' if settled else 'back to back'}): wall {wall:.2f} s  phases {r.phase_seconds}  timings {r.timings}  "
               f"speedup {r.speedup}  overhead {overhead:.2f} s  verdict {r.verdict} {r.category or ''}  worker start-up {r.facts.get('worker_startup_s')}", flush=True)
@@ -92,8 +92,7 @@ def main():
         # candidate's and the trusted references, checks and fresh inputs), GPU work from NVML's samples (a
         # background thread fetches them twice a second; the last one after a short wait).
         time.sleep(1.0)
-        for row in rows:
-            t_us, wall = row["_window"]
+        for row, (t_us, wall) in zip(rows, windows):
             try:
                 b, cov = busy.busy_seconds(t_us, t_us + int(wall * 1e6))
             except Exception as e:  # noqa: BLE001 - as above
@@ -103,8 +102,6 @@ def main():
                        overhead_beyond_gpu_s=wall - b - row["phases"].get("compile", 0.0))
             print(f"  wall {wall:.2f} s  GPU busy {b:.2f} s (samples cover {cov:.2f} s)  beyond GPU work and "
                   f"compile {row['overhead_beyond_gpu_s']:.2f} s", flush=True)
-    for row in rows:
-        row.pop("_window", None)
     report["p23"] = {"evals": rows}
     for label, sel in (("back_to_back", [x for x in rows if not x["settled"]]),
                        ("spare_ready", [x for x in rows if x["settled"]])):

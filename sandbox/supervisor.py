@@ -301,9 +301,8 @@ class Supervisor:
         self.devshare: bool | None = None
         self.devshare_reason = ""
         self._root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
-        for _ in range(self.n_spares):
-            self._spares.append(self._spawn())
-            self._start(self._spares[-1])
+        self._spares = [self._spawn() for _ in range(self.n_spares)]
+        self._start_spares()
 
     @property
     def _spare(self) -> "_WorkerProc | None":
@@ -459,9 +458,12 @@ class Supervisor:
         while len(self._spares) < self.n_spares:
             self._spares.append(self._spawn())
         if start_spare:
-            for s in self._spares:
-                self._start(s)
+            self._start_spares()
         return w
+
+    def _start_spares(self) -> None:
+        for s in self._spares:
+            self._start(s)
 
     def _start(self, w: _WorkerProc | None) -> None:
         """Let a spawned worker touch the GPU (CUDA context, probes). On cuda a spare waits for this after its
@@ -597,8 +599,7 @@ class Supervisor:
             self._save_triton_cache(req, w)
             t0 = time.monotonic()
             w.signal_kill()
-            for s in self._spares:
-                self._start(s)  # timing (the last phase) is over: the next workers may start on the GPU
+            self._start_spares()  # timing (the last phase) is over: the next workers may start on the GPU
             # A process with a large CUDA context takes 1-2 s to exit. The result does not wait for that: a
             # reaper thread waits for every process of the sandbox, and the next evaluation joins it before it
             # takes a worker (close() before returning), so a dying worker never shares the GPU with the next.
