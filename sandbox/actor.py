@@ -2,8 +2,10 @@
 
 A local Ray cluster is started on demand; ``address=...`` (or ``RAY_ADDRESS``) connects to an existing one,
 where the same code places one actor per GPU across the cluster's nodes. No scheduler of our own: Ray places
-actors by their ``num_gpus=1`` request and the pool hands each actor at most one evaluation at a time
-(``ray.wait`` on the in-flight ones), so no two evaluations ever share a GPU.
+GPU actors by their ``num_gpus=1`` request and CPU actors with its ``SPREAD`` strategy (across the nodes), and
+the pool hands each actor at most one evaluation at a time (``ray.wait`` on the in-flight ones), so no two
+evaluations ever share a GPU. Every result says where it was produced: ``facts["node_id"]`` (the Ray node),
+``facts["host"]`` and ``facts["gpu"]`` (index on its node, name, UUID; None on a CPU evaluator).
 """
 
 from __future__ import annotations
@@ -57,18 +59,22 @@ class Evaluator:
         from kbenv.sandbox.supervisor import Supervisor
 
         self.device = device
+        self.placement = _placement(device)
         self.sup = Supervisor(device=device, **(config or {}))
 
     def evaluate(self, request: dict) -> dict:
-        return self.sup.evaluate(EvalRequest.from_dict(request)).to_dict()
+        res = self.sup.evaluate(EvalRequest.from_dict(request))
+        # Where it ran, for the records: the Ray node and the GPU (None on a CPU evaluator).
+        res.facts.update(self.placement)
+        if res.gpu is None and self.placement["gpu"]:
+            res.gpu = self.placement["gpu"]["name"]
+        return res.to_dict()
 
     def info(self) -> dict:
-        import socket
-
-        import torch
-        gpu = torch.cuda.get_device_name(0) if self.device.startswith("cuda") else None
-        return {"device": self.device, "gpu": gpu, "host": socket.gethostname(), "sandbox": self.sup.sandbox,
-                "pid": os.getpid()}
+        gpu = self.placement["gpu"]
+        return {"device": self.device, "gpu": gpu["name"] if gpu else None, "gpu_info": gpu,
+                "node_id": self.placement["node_id"], "host": self.placement["host"],
+                "sandbox": self.sup.sandbox, "pid": os.getpid()}
 
     def warm(self, problem: str, size: str, precision: str | None = None) -> dict:
         """Build the reference and baselines of a problem ahead of the first candidate."""
@@ -82,6 +88,27 @@ class Evaluator:
         self.sup.close()
 
 
+def _placement(device: str) -> dict:
+    """This actor's Ray node id, host name and GPU (index on its node as Ray assigned it, name, UUID)."""
+    import socket
+
+    ctx = ray.get_runtime_context()
+    gpu = None
+    if device.startswith("cuda"):
+        import torch
+        props = torch.cuda.get_device_properties(0)
+        ids = ray.get_gpu_ids()
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            uuid = str(uuid)
+            uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        index = ids[0] if ids else None
+        if isinstance(index, str) and index.isdigit():
+            index = int(index)
+        gpu = {"index": index, "name": props.name, "uuid": uuid}
+    return {"node_id": ctx.get_node_id(), "host": socket.gethostname(), "gpu": gpu}
+
+
 def detect_device() -> str:
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -91,7 +118,8 @@ class EvaluatorPool:
     """One :class:`Evaluator` per GPU (``device="cuda"``) or ``n`` CPU evaluators (``device="cpu"``).
 
     Args:
-        n: number of evaluators; default = the cluster's GPUs (cuda) or 1 (cpu).
+        n: number of evaluators; default = the cluster's GPUs (cuda) or 1 (cpu). CPU evaluators are placed
+            with Ray's ``SPREAD`` strategy, across the cluster's nodes.
         device: ``cuda``, ``cpu`` or ``auto`` (cuda when this machine sees a GPU).
         address: an existing Ray cluster to connect to; otherwise a local one is started.
         config: keyword arguments for each :class:`~kbenv.sandbox.supervisor.Supervisor`.
@@ -105,7 +133,12 @@ class EvaluatorPool:
             n = int(ray.cluster_resources().get("GPU", 0)) if self.device == "cuda" else 1
             if n == 0:
                 raise RuntimeError("device='cuda' but the Ray cluster has no GPUs")
-        opts = {"num_gpus": 1, "num_cpus": 1} if self.device == "cuda" else {"num_cpus": 1}
+        # GPU evaluators: one per GPU wherever Ray finds one. CPU evaluators: spread over the cluster's nodes
+        # (Ray's SPREAD strategy), so that `n` of them use several machines rather than fill the first.
+        if self.device == "cuda":
+            opts = {"num_gpus": 1, "num_cpus": 1}
+        else:
+            opts = {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
         self.actors = [Evaluator.options(**opts).remote(self.device, config) for _ in range(n)]
         ray.get([a.info.remote() for a in self.actors])  # surface construction errors now
 
