@@ -25,7 +25,8 @@ that the pipeline runs in CI and is never a stand-in for a GPU profile.
 
 Profiles are JSON files in ``rewards/profiles/``: measured ones (``h200-dlrm-train.json``) and the paper's
 Table 3 rows (``paper-a100-dlrm-train.json``). :func:`family_share` gives the ``s`` of Amdahl's law for one
-op family.
+op family through the one definition in :mod:`kbenv.rewards.amdahl` (which also holds profile lookup, so the
+reward path never imports this module's measurement code).
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ import re
 import time
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import torch
 
-from .classify import ADDRESSABLE, BUCKETS, FAMILIES, UNCLASSIFIED, classify_kernel
+from .amdahl import PROFILES_DIR, FamilyShare, ProfileError, family_share_info, list_profiles, load_profile
+from .classify import ADDRESSABLE, BUCKETS, FAMILIES, UNCLASSIFIED, classify_kernel  # noqa: F401 (FAMILIES re-exported)
 
 __all__ = [
     "PROFILES_DIR",
@@ -64,17 +65,12 @@ __all__ = [
     "device_slug",
 ]
 
-PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 UNCLASSIFIED_BUDGET = 0.005  # a profile whose unclassified share exceeds 0.5% of device time is an error
 SCHEMA_VERSION = 1
 TOP_KERNELS = 30
 _MAX_NAME = 400
 _DEVICE_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
 UNKNOWN_FAMILY = "unknown"  # family key for unclassified kernels whose launching op names no family
-
-
-class ProfileError(RuntimeError):
-    """A profile cannot be trusted: too much unclassified time, no device time, or a malformed file."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -524,71 +520,14 @@ def save_profile(profile: dict, path: str | Path | None = None, *, max_unclassif
     return path
 
 
-def list_profiles() -> list[str]:
-    """Names of the profiles shipped in ``PROFILES_DIR``."""
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.json"))
-
-
-def load_profile(name_or_path: str | Path) -> dict:
-    """Load a profile by name (``"paper-a100-dlrm-train"``, looked up in ``PROFILES_DIR``) or by path."""
-    p = Path(name_or_path)
-    if not p.is_file():
-        candidate = PROFILES_DIR / (str(name_or_path) if str(name_or_path).endswith(".json") else f"{name_or_path}.json")
-        if not candidate.is_file():
-            raise FileNotFoundError(f"no profile {str(name_or_path)!r}; shipped profiles: {list_profiles()}")
-        p = candidate
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{p}: not valid JSON ({exc})") from exc
-    for key in ("name", "buckets", "families", "addressable_fraction"):
-        if key not in data:
-            raise ProfileError(f"{p}: missing key {key!r}")
-    return data
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Amdahl's s for one op family
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FamilyShare:
-    share: float
-    status: str  # "measured" | "group" | "absent"
-    key: str | None  # the families key the share came from
-
-
-def family_share_info(profile: dict, family: str) -> FamilyShare:
-    """The share of ``profile``'s time that ops of ``family`` govern, and how it is known.
-
-    * ``"measured"``: the profile states this family's own share. A measured profile
-      (``families_complete: true``) states every family: an absent key means the workload spends no time there
-      and the share is 0.0, which is a measurement.
-    * ``"group"``: the profile states only a combined share for a group of families that includes this one, as a
-      key joined with ``+`` (the paper gives "embedding plus indexing operations" for DLRM training as one
-      figure: ``"embedding+gather_scatter"``). The group's share is returned; it is an upper bound on the
-      family's own share.
-    * ``"absent"``: the profile says nothing about this family (a paper row with no split for it). The share is
-      0.0 -- deliberately not the profile's whole addressable fraction, which would credit a single op with every
-      other op's time. Eq. 1 needs the op's own share; use a measured profile for it.
-    """
-    if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; known: {FAMILIES}")
-    fams: dict[str, float] = profile.get("families", {})
-    if family in fams:
-        return FamilyShare(float(fams[family]), "measured", family)
-    for key, value in fams.items():
-        if "+" in key and family in key.split("+"):
-            return FamilyShare(float(value), "group", key)
-    if profile.get("families_complete"):
-        return FamilyShare(0.0, "measured", None)
-    return FamilyShare(0.0, "absent", None)
-
-
 def family_share(profile: dict, family: str, *, strict: bool = False) -> float:
-    """``s`` for Eq. 1: the share of the workload's time governed by ops of ``family`` (see
-    :func:`family_share_info` for the fallbacks). With ``strict=True`` anything but a measured share raises
+    """``s`` for Eq. 1: the share of the workload's time governed by ops of ``family`` (the definition is
+    :func:`kbenv.rewards.amdahl.family_share_info`). With ``strict=True`` anything but a measured share raises
     :class:`ProfileError` instead of returning an upper bound (``group``) or 0.0 (``absent``)."""
     info = family_share_info(profile, family)
     if strict and info.status != "measured":

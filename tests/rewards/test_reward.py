@@ -3,8 +3,10 @@ import math
 import pytest
 
 from kbenv.project import project
-from kbenv.rewards.amdahl import share_for
-from kbenv.rewards.reward import compute_reward, end_to_end_gain
+from kbenv.rewards import amdahl as A
+from kbenv.rewards import profiler
+from kbenv.rewards.amdahl import default_profile_name, share_for
+from kbenv.rewards.reward import Reward, amdahl, compute_reward, end_to_end_gain, fast_p, speedup, speedup_reward
 from kbenv.sandbox.result import EvalResult
 
 
@@ -31,6 +33,55 @@ def test_reward_functions_are_gated():
         compute_reward("nope", True, 1.0)
 
 
+BAD_SIGMAS = [None, math.nan, math.inf, -math.inf, 0.0, -2.0]
+
+
+@pytest.mark.parametrize("sigma", BAD_SIGMAS)
+@pytest.mark.parametrize("fn", [amdahl, speedup_reward, fast_p])
+def test_a_verified_kernel_with_a_bad_speedup_is_rejected_with_zero_and_a_reason(fn, sigma):
+    r = fn(gate=True, sigma=sigma, share=0.3, p=1.0)
+    assert isinstance(r, Reward)
+    assert r.value == 0.0 and r.rejected and r.components["rejected"] == r.rejected
+    # the same function pays a good sigma (the rejection is about the input, not the function)
+    good = fn(gate=True, sigma=2.0, share=0.3, p=1.0)
+    assert good.rejected is None and good.value > 0
+
+
+@pytest.mark.parametrize("share", [math.nan, math.inf, -0.1, 1.5, None])
+def test_amdahl_rejects_a_share_outside_the_unit_interval(share):
+    r = amdahl(True, 2.0, share)
+    assert r.value == 0.0 and r.rejected and "share" in r.rejected
+    assert amdahl(True, 2.0, 0.5).rejected is None
+
+
+def test_fast_p_rejects_a_non_finite_threshold():
+    assert fast_p(True, 2.0, p=math.nan).rejected
+    assert fast_p(True, 2.0, p=1.5).value == 1.0
+
+
+def test_amdahl_never_overflows_to_a_non_finite_reward():
+    r = amdahl(True, 5e-324, 1.0)  # s / sigma overflows
+    assert math.isfinite(r.value)
+
+
+@pytest.mark.parametrize("base,cand", [(1.0, 0.0), (1.0, -1.0), (1.0, math.nan), (1.0, math.inf),
+                                       (math.inf, 1.0), (math.nan, 1.0), (0.0, 1.0), (-1.0, 1.0)])
+def test_speedup_of_bad_times_is_nan_and_never_reaches_a_reward(base, cand):
+    s = speedup(base, cand)
+    assert math.isnan(s)
+    for name in ("amdahl", "speedup", "fast_p"):
+        r = compute_reward(name, True, s, 0.3)
+        assert r.value == 0.0 and r.rejected
+    assert speedup(2.0, 1.0) == 2.0
+
+
+def test_a_passing_result_with_a_non_finite_speedup_gets_zero_not_an_exception():
+    r = EvalResult(problem="p", family="softmax", device="cuda", gpu=None, size="full", precision="fp32",
+                   candidate_sha256="x", verdict="pass", speedup=math.inf, speedup_meaningful=True)
+    r.finalize_reward("amdahl", 0.3, 1.0)
+    assert r.reward == 0.0 and r.reward_components["rejected"]
+
+
 def test_reward_of_a_known_good_kernel_moves_with_the_profile():
     """The same verified kernel (sigma = 2) under two workload profiles gets Eq. 1's gain for each share."""
     sigma = 2.0
@@ -42,6 +93,48 @@ def test_reward_of_a_known_good_kernel_moves_with_the_profile():
     assert r1 == pytest.approx(1 / ((1 - s_resnet) + s_resnet / sigma))
     assert r2 == pytest.approx(1 / ((1 - s_gpt) + s_gpt / sigma))
     assert r1 > r2 > 1.0
+
+
+def test_a_family_a_paper_row_does_not_split_gets_zero_never_the_bucket():
+    """The old fallback credited every non-GEMM KernelBench problem with the whole addressable fraction
+    (0.161 under paper-a100-qwen14b-train) and every GEMM with the already-optimal bucket (0.644)."""
+    for fam in ("softmax", "matmul", "elementwise"):
+        s, status, name = share_for("paper-a100-qwen14b-train", fam)
+        assert (s, status, name) == (0.0, "absent", "paper-a100-qwen14b-train")
+    s, status, _ = share_for("paper-a100-dlrm-train", "embedding", "dlrm")
+    assert (s, status) == (0.495, "group")
+
+
+def test_the_default_weight_is_a_measured_h200_share_of_a_workload_where_the_family_runs():
+    assert default_profile_name("dlrm", "embedding") == "h200-dlrm-train"
+    assert default_profile_name("dlrm", "normalization") == "h200-dlrm-train"  # the set's own workload
+    assert default_profile_name("kernelbench", "conv") == "h200-resnet50-train"
+    assert default_profile_name("kernelbench", "attention") == "h200-gpt-train"
+    for fam in ("matmul", "conv", "normalization", "loss", "softmax"):
+        s, status, name = share_for(None, fam, "kernelbench")
+        assert name.startswith("h200-") and status == "measured"
+        # the largest share among the measured training workloads
+        assert s == max(A.family_share_info(A.load_profile(n), fam).share for n in A.DEFAULT_CANDIDATES)
+    s, _, _ = share_for(None, "softmax", "kernelbench")
+    assert s == 0.0  # softmax is fused into attention in every measured workload
+
+
+def test_the_profiler_and_the_reward_path_share_one_definition():
+    assert profiler.family_share_info is A.family_share_info
+    assert profiler.load_profile is A.load_profile
+    for name in A.list_profiles():
+        prof = A.load_profile(name)
+        for fam in ("normalization", "embedding", "softmax"):
+            assert profiler.family_share(prof, fam) == share_for(prof, fam).share
+
+
+def test_share_table_prints_every_family_and_the_reward_at_four_speedups(capsys):
+    from kbenv.rewards import share_table
+
+    share_table.main([])
+    out = capsys.readouterr().out
+    assert "| kernelbench | normalization | h200-resnet50-train | 0.5618 | 0.640 | 1.000 | 1.391 | 1.728 |" in out
+    assert out.count("| dlrm |") == len(share_table.SET_FAMILIES["dlrm"])
 
 
 def test_cpu_results_earn_no_speed_credit():
