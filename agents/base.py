@@ -22,25 +22,9 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from kbenv.errors import PolicyError  # one error hierarchy: defined by kbenv, raised by policies
+
 Observation = dict[str, Any]
-
-
-class PolicyError(RuntimeError):
-    """A policy could not produce a reply (the model server refused, failed or never answered).
-
-    This is a fault of the serving side, not a bad answer from the model: callers must not turn it into a low
-    reward.
-
-    Attributes:
-        status: the HTTP status of the last response, or ``None`` when no response came back (connection error,
-            timeout) or the policy is not HTTP-based.
-        body: an excerpt of the last response body ("" when there was none).
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
 
 
 class Policy:
@@ -86,7 +70,15 @@ class Policy:
 
 
 def chat_messages(observation: Observation) -> list[dict[str, str]]:
-    """The chat messages for one observation: the system message (if non-empty), then the user prompt."""
+    """The chat messages for one observation.
+
+    The observation's ``messages`` when it has them (the env's chat so far, which grows turn by turn with
+    ``chat="history"``); otherwise the system message (if non-empty), then the user prompt. Empty system
+    messages are left out either way.
+    """
+    if observation.get("messages"):
+        return [{"role": m["role"], "content": m["content"]} for m in observation["messages"]
+                if m["role"] != "system" or m["content"]]
     messages = []
     if observation["system"]:
         messages.append({"role": "system", "content": observation["system"]})

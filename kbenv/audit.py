@@ -12,14 +12,15 @@ import torch
 
 from kbenv.problems import PRECISIONS, list_problems, make_inputs, make_model, problem_seed
 from kbenv.rewards.checks import error_figures, tolerances
+from kbenv.step import resolve_device, resolve_size
 
 KB_TOL = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
 
 
 def audit(set_name: str = "kernelbench", precision: str = "fp32", device: str | None = None,
           size: str | None = None, ids: set[int] | None = None) -> list[dict]:
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    size = size or ("full" if device == "cuda" else "small")
+    device = resolve_device(device or "auto")
+    size = resolve_size(size, device)
     dtype = PRECISIONS[precision]
     tol = KB_TOL[precision]
     rows = []

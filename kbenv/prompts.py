@@ -127,6 +127,12 @@ def feedback_prompt(source: str, previous_reply_code: str | None, feedback: str,
     return f"{base}{prev}\n\nResult of evaluating it:\n{feedback}\n\nReply with an improved `ModelNew`."
 
 
+def followup_prompt(feedback: str) -> str:
+    """A later turn's user message when the chat history grows (``chat="history"``): only the feedback, since
+    the problem and the previous answer are already in the conversation."""
+    return f"Result of evaluating your previous answer:\n{feedback}\n\nReply with an improved `ModelNew`."
+
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 

@@ -18,6 +18,12 @@ A run directory holds two files:
 A record is an EvalResult dict (docs/result-schema.md) plus the run fields in :data:`RUN_FIELDS`; build one
 with :func:`make_record`. :class:`RecordWriter` checks the run fields on every write, so a rollout that
 resumes through :func:`completed_keys` can rely on them.
+
+A record may also keep the texts of its turn under :data:`TEXTS_FIELD`: the chat ``messages`` sent to the
+model, its raw ``reply`` and the extracted ``candidate`` source, as zlib-compressed JSON (a turn's prompt holds
+the problem's whole source, and compresses about 4x). :func:`record_texts` reads them back;
+:func:`export_jsonl` writes them out as plain strings, and with ``verified_only`` writes the passing turns as
+prompt/completion rows for supervised fine-tuning.
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ __all__ = [
     "read_records",
     "completed_keys",
     "export_jsonl",
+    "TEXTS_FIELD",
+    "pack_texts",
+    "record_texts",
+    "require_run",
+    "sft_row",
     "write_metadata",
     "read_metadata",
 ]
@@ -77,6 +88,9 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 DEFAULT_KEY_FIELDS = ("problem", "episode", "turn")
+
+#: The record field holding the turn's texts (zlib-compressed UTF-8 JSON: ``messages``, ``reply``, ``candidate``).
+TEXTS_FIELD = "texts_zlib"
 
 #: Largest payload a frame may declare. An EvalResult is a few KiB (its error text is capped at 4000 chars);
 #: the cap keeps a garbage length field from being taken for a frame that swallows the rest of the file.
@@ -221,12 +235,14 @@ def read_records(run_dir: str | os.PathLike) -> list[dict]:
 
 
 def completed_keys(
-    run_dir: str | os.PathLike, key_fields: Iterable[str] = DEFAULT_KEY_FIELDS
+    run_dir: str | os.PathLike, key_fields: Iterable[str] = DEFAULT_KEY_FIELDS, *, done_field: str | None = None
 ) -> set[tuple]:
     """Keys of the work already recorded in a run, for resuming it.
 
     Each key is the tuple of ``record[f] for f in key_fields`` (a tuple even for one field). A rollout skips
-    any unit of work whose key is in the set. A missing log gives an empty set.
+    any unit of work whose key is in the set. A missing log gives an empty set. With ``done_field``, only
+    records whose ``done_field`` is true count (the rollout passes ``episode_done`` with key fields
+    ``problem, episode, sample``: an episode cut off mid-way is played again from its first turn).
 
     Raises:
         KeyError: a record lacks one of ``key_fields``.
@@ -237,6 +253,8 @@ def completed_keys(
         raise ValueError("key_fields is empty")
     keys: set[tuple] = set()
     for index, record in enumerate(read_records(run_dir)):
+        if done_field is not None and not record.get(done_field):
+            continue
         missing = [f for f in fields if f not in record]
         if missing:
             raise KeyError(f"record {index} in {_records_path(run_dir)} has no field(s) {missing}")
@@ -253,10 +271,13 @@ def make_record(
     turn: int,
     sample: int = 0,
     time_s: float | None = None,
+    texts: Mapping[str, Any] | None = None,
 ) -> dict:
     """An EvalResult dict plus the run fields: the unit :meth:`RecordWriter.write` stores.
 
-    ``time_s`` defaults to now (unix seconds). The run fields must not already be in ``result``.
+    ``time_s`` defaults to now (unix seconds). The run fields must not already be in ``result``. ``texts``
+    (``messages``, ``reply``, ``candidate``; any JSON-able values) is kept compressed under
+    :data:`TEXTS_FIELD` (see :func:`pack_texts`).
     """
     clash = sorted(set(RUN_FIELDS) & set(result))
     if clash:
@@ -270,7 +291,37 @@ def make_record(
         sample=sample,
         time=time.time() if time_s is None else float(time_s),
     )
+    if texts is not None:
+        record[TEXTS_FIELD] = pack_texts(texts)
     return record
+
+
+def pack_texts(texts: Mapping[str, Any]) -> bytes:
+    """``texts`` as zlib-compressed UTF-8 JSON (what :data:`TEXTS_FIELD` holds)."""
+    return zlib.compress(json.dumps(dict(texts), ensure_ascii=False).encode("utf-8"), 6)
+
+
+def record_texts(record: Mapping[str, Any]) -> dict:
+    """The texts a record keeps (``messages``, ``reply``, ``candidate``), or ``{}`` for a record without them."""
+    blob = record.get(TEXTS_FIELD)
+    if not blob:
+        return {}
+    return json.loads(zlib.decompress(blob).decode("utf-8"))
+
+
+def require_run(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` as a Path, if it holds a record log.
+
+    Raises:
+        RunNotFound: no ``records.msgpack`` there (a mistyped path, or a run that never started).
+    """
+    from kbenv.errors import RunNotFound
+
+    path = _records_path(run_dir)
+    if not path.is_file():
+        what = "does not exist" if not Path(run_dir).exists() else f"holds no {RECORDS_FILENAME}"
+        raise RunNotFound(str(run_dir), f"no run here (the directory {what})")
+    return Path(run_dir)
 
 
 def _check_record(record: Any) -> None:
@@ -461,8 +512,30 @@ def _find_nonfinite(value: Any, where: str) -> str | None:
     return None
 
 
-def export_jsonl(run_dir: str | os.PathLike, path: str | os.PathLike) -> int:
-    """Write every whole record of a run to ``path`` as JSON Lines, one record per line; returns the count.
+def sft_row(record: Mapping[str, Any]) -> dict | None:
+    """A prompt/completion row for supervised fine-tuning from a passing record that kept its texts, else None.
+
+    The row is in TRL's conversational prompt-completion form: ``prompt`` is the chat sent to the model,
+    ``completion`` is ``[{"role": "assistant", "content": reply}]``; ``problem_id``, ``reward``, ``speedup``,
+    ``speedup_meaningful``, ``run_id``, ``episode``, ``turn`` ride along.
+    """
+    if record.get("verdict") != "pass":
+        return None
+    texts = record_texts(record)
+    if not texts.get("messages") or texts.get("reply") is None:
+        return None
+    return {"prompt": list(texts["messages"]), "completion": [{"role": "assistant", "content": texts["reply"]}],
+            "problem_id": record.get("problem"), "reward": record.get("reward"), "speedup": record.get("speedup"),
+            "speedup_meaningful": record.get("speedup_meaningful"), "run_id": record.get("run_id"),
+            "episode": record.get("episode"), "turn": record.get("turn")}
+
+
+def export_jsonl(run_dir: str | os.PathLike, path: str | os.PathLike, *, verified_only: bool = False) -> int:
+    """Write a run's records to ``path`` as JSON Lines, one per line; returns the number of lines.
+
+    Each line is the record with its texts (:func:`record_texts`) under ``texts`` as plain strings, in place of
+    the compressed field. With ``verified_only``, only passing records that kept their texts are written, each
+    as a prompt/completion row for supervised fine-tuning (:func:`sft_row`).
 
     The output is strict JSON: a NaN or infinite float (which the schema does not allow) raises ValueError
     naming the record and field, and nothing is written. The file is replaced atomically.
@@ -470,6 +543,14 @@ def export_jsonl(run_dir: str | os.PathLike, path: str | os.PathLike) -> int:
     out = Path(path)
     lines = []
     for index, record in enumerate(read_records(run_dir)):
+        if verified_only:
+            record = sft_row(record)
+            if record is None:
+                continue
+        elif TEXTS_FIELD in record:
+            texts = record_texts(record)
+            record = {k: v for k, v in record.items() if k != TEXTS_FIELD}
+            record["texts"] = texts
         try:
             lines.append(json.dumps(record, ensure_ascii=False, allow_nan=False))
         except ValueError:

@@ -3,7 +3,9 @@
 Each (problem, episode, sample) is one multi-turn episode of :class:`~kbenv.env.KernelEnv`. Every turn, the
 observations of all live episodes go to the policy in one ``act_batch`` call, the replies are evaluated
 concurrently on the :class:`~kbenv.sandbox.actor.EvaluatorPool`, and every evaluation is appended to the run's
-record log as soon as it finishes (crash-safe). A resumed run skips episodes whose last turn is recorded.
+record log as soon as it finishes (crash-safe), with the turn's texts (chat sent, reply, candidate). A resumed
+run skips the episodes :func:`kbenv.records.completed_keys` reports finished; an episode cut off mid-way is
+played again from its first turn.
 """
 
 from __future__ import annotations
@@ -15,9 +17,15 @@ import time
 import uuid
 from pathlib import Path
 
+from kbenv import step as _step
+from kbenv.config import parse_limits
 from kbenv.env import KernelEnv
-from kbenv.problems import list_problems
-from kbenv.records import RecordWriter, make_record, read_records, write_metadata
+from kbenv.errors import UsageError
+from kbenv.problems import get_problem, list_problems
+from kbenv.records import RecordWriter, completed_keys, make_record, write_metadata
+
+#: What identifies an episode in a run's records (resume skips the finished ones).
+EPISODE_KEY = ("problem", "episode", "sample")
 
 POLICY_ALIASES = {
     "known-good": "kbenv.agents.scripted:KnownGoodPolicy",
@@ -42,7 +50,13 @@ class RolloutConfig:
     turns: int = 3
     """turns per episode (multi-turn feedback)"""
     gpus: int = 0
-    """evaluators: GPUs to use (0 = every GPU of the cluster, or one CPU evaluator without a GPU)"""
+    """GPUs to use (0 = every GPU of the cluster, or one CPU evaluator without a GPU); see also --evaluators"""
+    evaluators: int = 0
+    """number of evaluators (Ray actors) to start; overrides --gpus when set (0 = as --gpus says)"""
+    limit: list = dataclasses.field(default_factory=list)
+    """a phase deadline PHASE=SECONDS for the sandbox, repeatable (PHASE: compile, trial, timing)"""
+    chat: str = "resend"
+    """resend (each turn one self-contained prompt) or history (the chat grows turn by turn)"""
     device: str = "auto"
     """auto, cuda or cpu"""
     size: str = "auto"
@@ -67,46 +81,91 @@ class RolloutConfig:
     """clean workers kept ready per evaluator (2 hides a worker's start-up when candidates come back to back)"""
 
 
-def resolve_policy(spec: str, kwargs: dict):
+def resolve_policy(spec: str, kwargs: dict | str):
+    """Build a policy from ``module:Class`` (or an alias) and its keyword arguments (a dict or a JSON object).
+
+    Raises:
+        UsageError: an unknown policy, keyword arguments that are not a JSON object, or arguments the policy's
+            constructor refuses (naming ``--policy`` or ``--policy-kwargs``).
+    """
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs or "{}")
+        except json.JSONDecodeError as e:
+            raise UsageError("--policy-kwargs", f"not valid JSON ({e.msg} at character {e.pos})") from None
+    if not isinstance(kwargs, dict):
+        raise UsageError("--policy-kwargs", f"must be a JSON object, got {type(kwargs).__name__}")
     target = POLICY_ALIASES.get(spec, spec)
     if ":" not in target:
-        raise ValueError(f"policy must be 'module:Class' or one of {sorted(POLICY_ALIASES)}, got {spec!r}")
+        raise UsageError("--policy", f"must be 'module:Class' or one of {sorted(POLICY_ALIASES)}, got {spec!r}")
     mod, cls = target.split(":", 1)
-    return getattr(importlib.import_module(mod), cls)(**kwargs)
+    try:
+        factory = getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError) as e:
+        raise UsageError("--policy", f"cannot load {target!r}: {e}") from None
+    try:
+        return factory(**kwargs)
+    except TypeError as e:
+        raise UsageError("--policy-kwargs", f"{spec}: {e}") from None
 
 
 def _problem_list(cfg: RolloutConfig, policy) -> list[str]:
     if cfg.problems == "policy":
         if not hasattr(policy, "problems"):
-            raise ValueError("this policy has no problem list of its own; pass --problems")
+            raise UsageError("--problems", "this policy has no problem list of its own; pass problem ids or a set")
         return list(policy.problems())
     if cfg.problems in ("kernelbench", "dlrm"):
         return [p.id for p in list_problems(cfg.problems)]
-    return [p.strip() for p in cfg.problems.split(",") if p.strip()]
+    ids = [p.strip() for p in cfg.problems.split(",") if p.strip()]
+    for pid in ids:
+        try:
+            get_problem(pid)
+        except KeyError:
+            raise UsageError("--problems", f"unknown problem {pid!r} (see kbenv problems list)") from None
+    return ids
 
 
 def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
-    """Run (or resume) a rollout and return its run directory."""
-    policy = policy or resolve_policy(cfg.policy, json.loads(cfg.policy_kwargs or "{}"))
+    """Run (or resume) a rollout and return its run directory.
+
+    A pool passed in is left running; one started here is closed at the end. A policy's serving failure
+    (:class:`~kbenv.errors.PolicyError`) and a harness fault stop the run (the records so far are kept).
+    """
+    policy = policy or resolve_policy(cfg.policy, cfg.policy_kwargs)
     problems = _problem_list(cfg, policy)
+    limits = parse_limits(cfg.limit)
+    if cfg.chat not in ("resend", "history"):
+        raise UsageError("--chat", f"must be resend or history, got {cfg.chat!r}")
     run_dir = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.policy.replace(':', '.').replace('/', '_')}")
-    run_dir.mkdir(parents=True, exist_ok=True)
     if not cfg.resume and (run_dir / "records.msgpack").exists():
-        raise FileExistsError(f"{run_dir} already holds records; pass --resume to continue it")
-    if pool is None:
+        raise FileExistsError(f"--out {run_dir}: already holds records; pass --resume to continue it")
+    own_pool = pool is None
+    if own_pool:
         from kbenv.sandbox.actor import EvaluatorPool
-        pool = EvaluatorPool(n=cfg.gpus or None, device=cfg.device, address=cfg.address or None,
-                             config={"spares": cfg.spares} if cfg.spares != 1 else None)
+        config = {}
+        if cfg.spares != 1:
+            config["spares"] = cfg.spares
+        if limits:
+            config["limits"] = limits
+        device = _step.resolve_device(cfg.device)
+        _step.preflight(problems, _step.resolve_size(cfg.size, device), cfg.precision or None, device)
+        pool = EvaluatorPool(n=cfg.evaluators or cfg.gpus or None, device=device, address=cfg.address or None,
+                             config=config or None)
+    try:
+        return _run(cfg, pool, policy, problems, run_dir)
+    finally:
+        if own_pool:
+            pool.close()
+
+
+def _run(cfg: RolloutConfig, pool, policy, problems: list[str], run_dir: Path) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
     meta = write_metadata(run_dir, {"config": dataclasses.asdict(cfg), "problems": problems,
-                                    "evaluators": len(pool), "device": pool.device})
+                                    "evaluators": len(pool), "device": _step.device_type(pool)})
     run_id = meta.get("run_id") or uuid.uuid4().hex[:12]
     if "run_id" not in meta:
         write_metadata(run_dir, {"run_id": run_id})
-    done = set()
-    if cfg.resume:
-        for r in read_records(run_dir):
-            if r.get("episode_done"):
-                done.add((r["problem"], r["episode"], r.get("sample", 0)))
+    done = completed_keys(run_dir, EPISODE_KEY, done_field="episode_done") if cfg.resume else set()
     episodes = []
     for pid in problems:
         for ep in range(cfg.episodes):
@@ -114,36 +173,33 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
                 continue
             env = KernelEnv(problems=[pid], backend=cfg.backend, max_turns=cfg.turns, size=cfg.size,
                             precision=cfg.precision or None, reward_fn=cfg.reward, profile=cfg.profile or None,
-                            evaluator=pool)
-            obs, _ = env.reset(seed=ep, options={"problem": pid})
+                            evaluator=pool, chat=cfg.chat)
+            obs, _ = env.reset(seed=ep, options={"problem_id": pid})
             episodes.append({"env": env, "obs": obs, "problem": pid, "episode": ep})
     bar = None
     if cfg.progress:
         from tqdm import tqdm
-        bar = tqdm(total=len(episodes) * cfg.turns, desc="evaluations", unit="eval")
+        bar = tqdm(total=len(episodes) * cfg.turns, desc="rollout evaluations", unit="eval")
     if hasattr(policy, "reset"):
         policy.reset()
     t_start, n_evals = time.perf_counter(), 0
-    with RecordWriter(run_dir) as writer:
-        live = list(episodes)
-        while live:
-            replies = policy.act_batch([e["obs"] for e in live])
-            reqs, owners = [], []
-            finished = []
-            for e, reply in zip(live, replies):
-                req, code = e["env"].make_request(reply)
-                if req is None:
-                    _advance(e, e["env"].step(reply), writer, run_id, cfg, finished, bar)
-                else:
-                    reqs.append(req)
-                    owners.append((e, code))
-            n_evals += len(reqs)
-            for j, res in pool.map(reqs):
-                e, code = owners[j]
-                _advance(e, e["env"].finish_step(res, code), writer, run_id, cfg, finished, bar)
-            live = [e for e in live if e not in finished]
-    if bar is not None:
-        bar.close()
+    try:
+        with RecordWriter(run_dir) as writer:
+            live = list(episodes)
+            while live:
+                replies = policy.act_batch([e["obs"] for e in live])
+                prepared = [e["env"].prepare(reply) for e, reply in zip(live, replies)]
+                n_evals += sum(p.result is None for p in prepared)
+                finished = []
+                for j, res in _step.evaluate(prepared, pool):
+                    e = live[j]
+                    sent = e["obs"]
+                    _advance(e, e["env"].advance(prepared[j], res), prepared[j], sent, writer, run_id, cfg,
+                             finished, bar)
+                live = [e for e in live if e not in finished]
+    finally:
+        if bar is not None:
+            bar.close()
     wall = time.perf_counter() - t_start
     write_metadata(run_dir, {"finished": True, "last_session": {
         "evaluations": n_evals, "wall_s": round(wall, 3), "evaluators": len(pool),
@@ -151,9 +207,12 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
     return run_dir
 
 
-def _advance(e, step_out, writer, run_id, cfg, finished, bar):
+def _advance(e, step_out, prepared, sent_obs, writer, run_id, cfg, finished, bar):
     obs, reward, terminated, truncated, info = step_out
-    rec = make_record(info["result"], run_id=run_id, policy=cfg.policy, episode=e["episode"], turn=info["turn"])
+    texts = {"messages": [dict(m) for m in sent_obs["messages"]], "reply": prepared.reply,
+             "candidate": prepared.code}
+    rec = make_record(info["result"], run_id=run_id, policy=cfg.policy, episode=e["episode"], turn=info["turn"],
+                      texts=texts)
     rec["episode_done"] = bool(terminated or truncated)
     writer.write(rec)
     if bar is not None:

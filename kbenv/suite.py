@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import time
 
+from kbenv import step
 from kbenv.prompts import extract_code
 from kbenv.sandbox.result import EvalRequest
 
@@ -33,18 +34,24 @@ def case_ok(case, result, device: str) -> bool:
     return result.verdict == "fail" and result.reward == 0.0 and result.category in expected
 
 
-def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: list[str] | None = None) -> dict:
+def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: list[str] | None = None,
+              problems: list[str] | None = None, on_result=None) -> dict:
     """Evaluate every known-bad case (and the known-good kernels) on ``pool``; rows in suite order.
 
     ``on_row(row, done, total)``, if given, is called as each result arrives (so a run cut short by a time
-    limit still leaves every finished row behind). ``only``: keep the candidates whose id (``problem:name``,
-    ``problem:correct`` for the known-good ones) contains one of these strings (to finish or repeat part of a
-    run).
+    limit still leaves every finished row behind); ``on_result(index, row, result, source)`` too, with the whole
+    :class:`EvalResult` and the candidate's source (to record it). ``only``: keep the candidates whose id
+    (``problem:name``, ``problem:correct`` for the known-good ones) contains one of these strings (to finish or
+    repeat part of a run). ``problems``: keep the candidates of these problem ids (exact ids).
     """
-    device = pool.device if isinstance(pool.device, str) else pool.device.type
+    device = step.device_type(pool)
     cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
     good = _agents("KnownGoodPolicy")()
     goods = [(pid, extract_code(good.act({"problem_id": pid}))) for pid in good.problems()] if include_good else []
+    if problems:
+        wanted = set(problems)
+        cases = [c for c in cases if c.problem_id in wanted]
+        goods = [(pid, src) for pid, src in goods if pid in wanted]
     if only:
         cases = [c for c in cases if any(s in c.id for s in only)]
         goods = [(pid, src) for pid, src in goods if any(s in f"{pid}:correct" for s in only)]
@@ -66,6 +73,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
         if not row["ok"]:
             row["error"] = (r.error or "")[-1500:]  # the evidence for a mismatch, kept with the row
         rows[i] = row
+        if on_result is not None:
+            on_result(i, row, r, reqs[i].candidate)
         if on_row is not None:
             on_row(row, n, len(reqs))
     seconds = time.perf_counter() - t
