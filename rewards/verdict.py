@@ -83,6 +83,7 @@ def correctness_checks(trial: Trial, precision: str, invariants, tolerance=None,
         out.append(C.check_finite(r, o, i))
         if not (r.is_floating_point() is False and i in tie_tolerant):
             out += C.check_error(r, o, precision, i, tolerance)
+            out += C.check_slices(r, o, precision, i, tolerance)  # every row/column on its own scale too
         ob = _as_list(trial.outputs_b)[i] if trial.outputs_b is not None else None
         out += C.check_written(r, o, ob, trial.pattern_a, trial.pattern_b, i)
         if ob is not None:
@@ -165,61 +166,42 @@ def _fmt(c: C.Check) -> str:
 
 
 def decoy_checks(decoy: dict) -> list[C.Check]:
-    """Custom kernels must produce the output.
+    """Custom kernels must produce the output (every fact observed by the supervisor, none by the candidate).
 
-    ``decoy`` holds ``custom_launches`` (Triton/CUDA launches by candidate kernels in one forward, a worker
-    fact), ``noop_correct`` (whether the output computed with every Triton launch suppressed still passed the
-    correctness checks, judged on the trusted side; None when not measured) and ``custom_gpu_share`` (custom
-    kernels' share of the candidate's GPU kernel time from the profiler; None on cpu).
+    ``decoy`` holds ``custom_kernels`` (kernels the supervisor's own rewrite found in the source: ``@triton.jit``
+    functions and ``__global__`` CUDA functions) and ``noop_correct`` (whether the output of the source with
+    every such kernel's body emptied, run in a fresh executor, still passed the correctness checks; None when
+    there was nothing to rewrite).
     """
-    out = [C.Check("custom_kernels_launched", decoy.get("custom_launches", 0) > 0,
-                   float(decoy.get("custom_launches", 0)), 1.0,
-                   "Triton/CUDA kernels launched by the candidate in one forward", category="decoy")]
+    n = int(decoy.get("custom_kernels", 0) or 0)
+    out = [C.Check("custom_kernels_defined", n > 0, float(n), 1.0,
+                   "Triton/CUDA kernels the supervisor found in the candidate's source", category="decoy")]
     if decoy.get("noop_correct") is not None:
         out.append(C.Check("output_depends_on_custom_kernels", not decoy["noop_correct"], None, None,
-                           "with the candidate's kernels replaced by no-ops the output "
+                           "with the candidate's kernels made no-ops the output "
                            + ("was still correct" if decoy["noop_correct"] else "changed"), category="decoy"))
-    share = decoy.get("custom_gpu_share")
-    if share is not None:
-        out.append(C.Check("custom_kernel_time_share", share >= DECOY_MIN_SHARE, share, DECOY_MIN_SHARE,
-                           "custom kernels' share of the candidate's GPU kernel time", category="decoy"))
     return out
 
 
 def timing_checks(t: dict) -> list[C.Check]:
-    """Checks on the timing phase.
+    """Checks on the timing phase, all over facts the supervisor observed itself.
 
-    Keys of ``t`` (worker facts unless noted): ``timers_intact`` (the harness's captured timer functions are
-    still the ones installed), ``l2_persisting_bytes`` (persisting-L2 limit after the run; None on cpu),
-    ``threads_left`` (threads the candidate left running), ``reported_total_ms`` and ``wall_ms`` (the
-    supervisor's own clock around the timing phase, trusted), ``replay_checks`` (list of trusted-side
-    :class:`Check` objects on sampled timed outputs), ``median_ms`` and ``floor_ms`` (trusted, from the
-    manifest; None when not applicable).
+    Keys of ``t``: ``median_ms`` (the candidate's median per-call time on the supervisor's clock, fenced),
+    ``floor_ms`` (the physical floor: minimum bytes / peak bandwidth, and FLOPs / peak rate at full size; None
+    when not applicable), ``replay_checks`` (trusted-side :class:`Check` objects on timed calls' outputs and
+    inputs, chosen after each block) and ``speedup`` (the paired ratio; it must be finite and positive).
     """
-    out = [C.Check("timers_intact", bool(t.get("timers_intact", False)), detail=t.get("timers_detail", ""),
-                   category="timing_tamper")]
-    l2 = t.get("l2_persisting_bytes")
-    if l2 is not None:
-        out.append(C.Check("persisting_l2_reset", l2 == 0, float(l2), 0.0,
-                           "persisting-L2 limit the candidate left set", category="timing_tamper"))
-    threads = t.get("threads_left", 0)
-    out.append(C.Check("no_background_threads", threads == 0, float(threads), 0.0,
-                       "threads the candidate started that were alive after its forward", category="timing_escape"))
-    rep, wall = t.get("reported_total_ms"), t.get("wall_ms")
-    if rep is not None and wall is not None:
-        out.append(C.Check("wall_clock_bound", rep <= wall * 1.02 + 1.0, rep, wall,
-                           "reported sum of trial times against the supervisor's wall clock (ms)",
-                           category="timing_tamper"))
-    for c in t.get("replay_checks", []):
-        out.append(c)
-    floor = t.get("floor_ms")
-    med = t.get("median_ms")
-    if floor is not None and med is not None:
+    out = list(t.get("replay_checks", []))
+    med, floor = t.get("median_ms"), t.get("floor_ms")
+    if med is None or not math.isfinite(med) or med <= 0:
+        out.append(C.Check("positive_time", False, med, 0.0, "a non-positive or non-finite time",
+                           category="impossible_speed"))
+    elif floor is not None:
         out.append(C.Check("above_physical_floor", med >= floor, med, floor,
                            "median time against min bytes / peak bandwidth and FLOPs / peak rate (ms)",
                            category="impossible_speed"))
-    if med is not None and (not math.isfinite(med) or med <= 0):
-        out.append(C.Check("positive_time", False, med, 0.0, "a non-positive or non-finite time",
-                           category="timing_tamper"))
+    sp = t.get("speedup")
+    if "speedup" in t and (sp is None or not math.isfinite(sp) or sp <= 0):
+        out.append(C.Check("finite_speedup", False, sp, None, "the paired speedup is not a finite positive number",
+                           category="impossible_speed"))
     return out
-

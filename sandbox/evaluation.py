@@ -1,0 +1,283 @@
+"""One evaluation of one candidate: its phases, top to bottom.
+
+compile -> correctness -> decoy -> timing -> verdict. Each phase is a short method over this evaluation's own
+state; each has a wall-clock budget enforced from outside the executor (``Deadline``). Every deciding fact is
+observed here: outputs and inputs read from lent memory after the fence, the supervisor's clock, and the
+supervisor's own no-op rewrite of the source. The executor's replies only ever fail a candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from kbenv.problems import get_problem
+from kbenv.rewards import checks as C
+from kbenv.rewards.amdahl import share_for
+from kbenv.rewards.reward import speedup as speedup_of
+from kbenv.rewards.verdict import Trial, correctness_checks, judge, judge_checks
+from kbenv.sandbox import decoy, protocol
+from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
+from kbenv.sandbox.lent import SlotLayout
+from kbenv.sandbox.references import MODEL_SEED, nbytes
+from kbenv.sandbox.result import EvalRequest, EvalResult
+from kbenv.sandbox.timing import Series, TimingPlan, flush_l2, median_ci, time_block
+
+PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
+N_SAMPLES = 4096
+
+
+def claims_fault(done: protocol.Done) -> CandidateFault | None:
+    """The executor's own claim that an output is of the wrong type, dtype, shape or count (believed: it only
+    fails the candidate)."""
+    for i, c in enumerate(done.claims):
+        if c is not None:
+            cat = "wrong_shape" if c.kind in ("shape", "count") else "wrong_type"
+            return CandidateFault(cat, f"output {i}: wrong {c.kind} ({c.detail})" if c.kind != "count" else c.detail)
+    return None
+
+
+class Evaluation:
+    def __init__(self, sup, req: EvalRequest):
+        self.sup, self.req = sup, req
+        self.device = sup.device
+        self.problem = get_problem(req.problem)
+        self.precision = req.precision or self.problem.precision_default
+        if self.precision not in self.problem.precision_allowed:
+            raise ValueError(f"{self.problem.id} does not run at {self.precision}; "
+                             f"allowed: {self.problem.precision_allowed}")
+        self.phases: dict[str, float] = {}
+        self.lease: Lease | None = None
+        self.eval_id = os.urandom(8).hex()
+
+    def _tick(self, name: str, t0: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - t0
+
+    # ------------------------------------------------------------------------------------------------ run
+    def run(self) -> EvalResult:
+        t_start = time.monotonic()
+        req, problem = self.req, self.problem
+        if req.share is not None:
+            share, status, profile = float(req.share), "given", None
+        else:
+            share, status, profile = share_for(req.profile, problem.family, problem.set)
+        res = EvalResult.empty(req, problem, self.precision, self.device, share)
+        res.facts.update({"share_status": status, "profile": profile, "fence": self.sup.fence.kind,
+                          "sandbox": self.sup.sandbox_description()})
+        self.st = self.sup.refs.state(problem, req.size, self.precision)
+        self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"), "default")
+        self.layout = self.sup.layout_for(self.st, self.official[0])
+        t0 = time.monotonic()
+        proc = self.sup.pool.take()
+        self._tick("worker_wait", t0)
+        try:
+            self.lease = Lease(proc, self.device, self.layout)
+            res.facts["executor_uid"] = proc.uid
+            self.run_phases(res)
+        except CandidateFault as f:
+            res.fail(f.category, f.reason, f.error)
+        except torch.OutOfMemoryError as e:
+            f = self.sup.oom_verdict(proc, e)
+            res.fail(f.category, f.reason, f.error)
+        finally:
+            self.sup.fence.release(proc)
+            self.sup.pool.dispose(proc, self.lease)
+        res.facts["slots"] = len(self.layout.slots)
+        self.phases["total"] = time.monotonic() - t_start
+        res.phase_seconds = {k: round(v, 4) for k, v in self.phases.items()}
+        res.finalize_reward(req.reward_fn, share, req.fast_p)
+        return res
+
+    def run_phases(self, res: EvalResult) -> None:
+        self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
+        per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
+        verdict = judge_checks(per_trial)
+        res.correct = verdict.correct
+        if not verdict.passed:
+            res.set_verdict(verdict)
+            return
+        dec = self.decoy()
+        res.facts["decoy"] = dec
+        if not self.req.measure_time:
+            res.set_verdict(judge_checks(per_trial, decoy=dec))
+            return
+        timing = self.timing(res)
+        res.set_verdict(judge_checks(per_trial, timing=timing, decoy=dec))
+        if res.verdict == "pass":
+            res.speedup = timing["speedup"]
+
+    # -------------------------------------------------------------------------------------------- compile
+    def compile(self, lease: Lease, source: str, deadline: Deadline) -> None:
+        t0 = time.monotonic()
+        lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
+                                   str(self.device), self.precision, MODEL_SEED), deadline)
+        self._tick("compile", t0)
+
+    # ---------------------------------------------------------------------------------------- correctness
+    def _one_call(self, lease: Lease, k: int, inputs: list, pattern: int, deadline: Deadline) -> list:
+        """Fresh inputs into slot ``k``, its output places poisoned, one call, fenced; the outputs read back
+        and the inputs compared with the supervisor's copy. Returns (outputs, mutation check)."""
+        lease.write_inputs(k, inputs)
+        lease.poison_outputs(k, pattern)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        done = lease.call(k, deadline)
+        self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
+        try:
+            fault = claims_fault(done)
+            if fault is not None:
+                raise fault
+            outs = lease.read_outputs(k)
+            same, detail = lease.inputs_unchanged(k, inputs)
+        finally:
+            self.sup.fence.release(lease.proc)
+        return outs, C.Check("inputs_unchanged", same, detail=detail, category="mutation")
+
+    def correctness(self, deadline: Deadline) -> list:
+        """Official inputs, each broader domain, fresh official inputs, then the official inputs again in
+        another slot after the others (determinism; a stale output of an earlier call cannot pass it)."""
+        t0 = time.monotonic()
+        sec, pid, size = self.sup.secret, self.problem.id, self.req.size
+        plan = [("default", None)] + [(d, sec.seed(pid, size, "domain", d)) for d in self.problem.domains[1:]]
+        plan.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id)))
+        n_slots = len(self.layout.slots)
+        per_trial, first = [], None
+        for i, (domain, seed) in enumerate(plan):
+            if seed is None:
+                inputs, refs = self.official
+            else:
+                inputs, refs = self.sup.refs.pair(self.st, seed, domain.replace("fresh", "default"),
+                                                  cache=domain != "fresh")
+            outs, mut = self._one_call(self.lease, i % n_slots, inputs, PATTERN_A, deadline)
+            if i == 0:
+                first = outs
+                continue
+            per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
+        inputs, refs = self.official
+        again, mut = self._one_call(self.lease, 1 % n_slots, inputs, PATTERN_B, deadline)
+        per_trial.insert(0, self._checks("default", inputs, refs, first, again, mut, 0))
+        self._tick("correctness", t0)
+        return per_trial
+
+    def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:
+        trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b,
+                      [{"type": "torch.Tensor"}] * len(outs), PATTERN_A, PATTERN_B)
+        cs = correctness_checks(trial, self.precision, self.problem.invariants, self.problem.tolerance, seed=seed)
+        cs.append(mutation)
+        return trial.domain, cs
+
+    # ---------------------------------------------------------------------------------------------- decoy
+    def decoy(self) -> dict:
+        """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs."""
+        t0 = time.monotonic()
+        source, kernels = decoy.noop_kernels(self.req.candidate)
+        out = {"custom_kernels": kernels, "noop_correct": None}
+        if kernels and source is not None:
+            proc = self.sup.pool.take()
+            lease = None
+            try:
+                lease = Lease(proc, self.device, self.layout)
+                self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
+                inputs, refs = self.official
+                outs, _ = self._one_call(lease, 0, inputs, PATTERN_A, Deadline("decoy", self.sup.limits["trial_s"]))
+                v = judge([Trial("default", inputs, refs, outs, None, [{}] * len(outs), PATTERN_A, PATTERN_B)],
+                          self.precision, self.problem.invariants, self.problem.tolerance)
+                out["noop_correct"] = v.correct
+            except CandidateFault as f:
+                out["noop_correct"] = False  # the no-op version failed: the kernels matter
+                out["noop_failure"] = f.category
+            finally:
+                self.sup.fence.release(proc)
+                self.sup.pool.dispose(proc, lease)
+        self._tick("decoy", t0)
+        return out
+
+    # --------------------------------------------------------------------------------------------- timing
+    def timing(self, res: EvalResult) -> dict:
+        t_phase = time.monotonic()
+        sup, st = self.sup, self.st
+        bases = sup.baselines.leases(st, self.layout, self.official[0])
+        self._tick("baseline_setup", t_phase)
+        t0 = time.monotonic()
+        plan: TimingPlan = sup.timing_plan
+        deadline = Deadline("timing", sup.limits["timing_s"])
+        cand = Series("candidate")
+        series = {name: Series(name) for name in bases}
+        replay: list = []
+        paused = sup.pool.pause_spares()
+        rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
+        n = len(self.layout.slots)
+        t_budget = time.monotonic() + plan.budget_s
+        rounds = 0
+        try:
+            for r in range(plan.warmup_rounds + plan.max_rounds):
+                seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
+                inputs = [sup.refs.inputs(st, s, "default") for s in seeds]
+                sides = [("candidate", self.lease)] + list(bases.items())
+                if r % 2:
+                    sides.reverse()
+                for name, lease in sides:
+                    for k in range(n):
+                        lease.write_inputs(k, inputs[k])
+                        lease.poison_outputs(k, PATTERN_A)
+                    flush_l2(self.device)
+                    if name == "candidate":
+                        sup.fence.release(self.lease.proc)
+                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
+                        replay += self._recheck(inputs, rng, r)
+                    else:
+                        per_call = time_block(lease, sup.fence, deadline, 60.0)
+                        sup.fence.release(lease.proc)
+                    if r >= plan.warmup_rounds:
+                        (cand if name == "candidate" else series[name]).per_call_s.append(per_call)
+                del inputs
+                if r >= plan.warmup_rounds:
+                    rounds += 1
+                    if rounds >= plan.min_rounds and (self._ratio(cand, series)[1] <= plan.target_rel_ci
+                                                      or time.monotonic() > t_budget):
+                        break
+        finally:
+            sup.pool.resume_spares(paused)
+        self._tick("timing", t0)
+        best = min(series.values(), key=lambda s: s.median_ms)
+        ratio, rel_ci = self._ratio(cand, series)
+        floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, self.official[0], self.official[1])
+        res.baseline = {"best": best.name, "best_ms": best.median_ms, "paired": True,
+                        **{f"{s.name}_ms": s.median_ms for s in series.values()}}
+        res.timings = {"median_ms": cand.median_ms, "rounds": rounds, "calls_per_block": n,
+                       "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
+                       "call_overhead_us": sup.call_overhead_us(),
+                       "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
+        res.facts["spare_paused"] = len(paused)
+        return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": ratio}
+
+    @staticmethod
+    def _ratio(cand: Series, series: dict) -> tuple[float, float]:
+        best = min(series.values(), key=lambda s: s.median_ms)
+        ratios = [b / c for b, c in zip(best.per_call_s, cand.per_call_s) if c > 0]
+        if not ratios:
+            return float("nan"), float("inf")
+        return median_ci(ratios)
+
+    def _recheck(self, inputs: list, rng: torch.Generator, r: int) -> list:
+        """With the candidate held after its block: a secret quarter of the block's calls (at least one)
+        re-checked against references for their inputs, and their inputs compared whole (mutation)."""
+        n = len(inputs)
+        picks = torch.randperm(n, generator=rng)[:max(1, n // 4)].tolist()
+        out = []
+        for k in picks:
+            refs = self.sup.refs.outputs(self.st, inputs[k])
+            got = self.lease.read_outputs(k)
+            for j, (ref, o) in enumerate(zip(refs, got)):
+                pos = torch.randint(0, max(ref.numel(), 1), (N_SAMPLES,), generator=rng).to(ref.device)
+                ref_max = float(ref.double().abs().max()) if ref.numel() and ref.is_floating_point() else 1.0
+                out.append(C.check_sampled(ref.reshape(-1)[pos].cpu(), o.reshape(-1)[pos].cpu(), ref_max,
+                                           self.precision, f"timed_round{r}_call{k}_output{j}", "replay"))
+            same, detail = self.lease.inputs_unchanged(k, inputs[k])
+            if not same:
+                out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,
+                                   category="mutation"))
+            del refs, got
+        return out

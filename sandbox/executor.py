@@ -1,0 +1,185 @@
+"""The executor: the process that runs a candidate (or, for baselines, the reference) on lent memory.
+
+``python -m kbenv.sandbox.executor IN_FD OUT_FD MEMFD [SOCK_FD]``. UNTRUSTED once the candidate is imported:
+nothing here measures, times, samples or decides anything. It builds ``ModelNew``, then for every call runs the
+forward on views of inputs the supervisor wrote into lent memory and copies each output into the lent place the
+call names. Its replies are hints: the supervisor reads its own memory and its own clock.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _drop_privileges() -> None:
+    """Become the unprivileged host user the supervisor names, before anything else runs (bubblewrap started
+    this process as host root so that it could mount; a uid mapped to root is not unprivileged)."""
+    uid = os.environ.get("KBENV_RUN_AS")
+    if uid is None or os.getuid() != 0:
+        return
+    import ctypes
+    os.setgroups([])
+    os.setgid(int(uid))
+    os.setuid(int(uid))
+    ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    if os.getuid() == 0 or os.geteuid() == 0:
+        os._exit(4)
+
+
+_drop_privileges()
+
+import torch  # noqa: E402
+
+from kbenv.sandbox import wire  # noqa: E402
+
+
+def _classify(e: BaseException, default: str) -> str:
+    text = f"{type(e).__name__}: {e}".lower()
+    if isinstance(e, MemoryError) or "out of memory" in text or "can't allocate memory" in text:
+        return "oom"
+    if "illegal memory access" in text or "cuda error" in text:
+        return "crash"
+    if isinstance(e, (ImportError, SyntaxError)):
+        return "compile"
+    return default
+
+
+def _error(e: BaseException, default: str, where: str) -> dict:
+    import traceback
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
+    return {"error": tb, "category": _classify(e, default), "where": where}
+
+
+class Executor:
+    def __init__(self, fd_in: int, fd_out: int, memfd: int, sock):
+        self.fd_in, self.fd_out, self.memfd, self.sock = fd_in, fd_out, memfd, sock
+        self.model = None
+        self.device = None
+        self.raw = None  # the lent region's bytes
+
+    def _map_region(self) -> None:
+        if self.device.type == "cuda":
+            from kbenv.sandbox import devshare
+            fd, nbytes = devshare.recv_fd(self.sock, b"B")
+            self._buf = devshare.SharedDeviceBuffer.import_fd(self.device, fd, nbytes)
+            self.raw = self._buf.bytes_view()
+        else:
+            import mmap
+            import warnings
+            size = os.fstat(self.memfd).st_size
+            self._mm = mmap.mmap(self.memfd, size, access=mmap.ACCESS_WRITE)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=size)
+
+    def setup(self, msg: dict) -> dict:
+        from kbenv.problems import PRECISIONS, load_namespace, make_model
+        self.device = torch.device(msg["device"])
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self._map_region()
+        ns = load_namespace(msg["problem_source"], "problem.py", msg.get("overrides") or {})
+        dtype = PRECISIONS[msg["precision"]]
+        cls = ns["Model"]
+        if msg["candidate_source"]:
+            path = os.path.join(os.getcwd(), "candidate.py")
+            with open(path, "w") as f:
+                f.write(msg["candidate_source"])
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("candidate", path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException as e:  # noqa: BLE001 - the candidate's fault, reported as data
+                return _error(e, "compile", "import")
+            cls = getattr(mod, "ModelNew", None)
+            if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+                return {"error": "the candidate defines no nn.Module subclass named ModelNew", "category": "compile",
+                        "where": "ModelNew"}
+        try:
+            self.model = make_model(ns, "ModelNew", int(msg["model_seed"]), self.device, dtype, cls=cls)
+            if msg.get("compile"):
+                self.model = torch.compile(self.model)
+        except BaseException as e:  # noqa: BLE001
+            return _error(e, "compile", "constructor")
+        return {"ok": True}
+
+    def call(self, msg: dict) -> dict:
+        from kbenv.sandbox.lent import view_of
+        from kbenv.sandbox.protocol import TensorSlot
+        inputs = [view_of(self.raw, TensorSlot(*x)) if isinstance(x, list) else x["value"] for x in msg["inputs"]]
+        places = [TensorSlot(*o) for o in msg["outputs"]]
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            claims = []
+            for i, p in enumerate(places):
+                o = outs[i] if i < len(outs) else None
+                claims.append(self._store(o, p))
+            if len(outs) != len(places):
+                claims.append(["count", f"returned {len(outs)} outputs, expected {len(places)}"])
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # courtesy only: the supervisor fences the process itself
+        except BaseException as e:  # noqa: BLE001 - anything the candidate raised is data
+            return _error(e, "runtime", "forward")
+        return {"claims": claims}
+
+    def _store(self, o, place):
+        from kbenv.sandbox.lent import view_of
+        dst = view_of(self.raw, place)
+        if type(o) is not torch.Tensor or o.device.type != self.device.type or o.layout != torch.strided:
+            return ["type", f"{type(o).__module__}.{type(o).__qualname__}"
+                    + (f" on {o.device.type}" if isinstance(o, torch.Tensor) else "")]
+        if o.dtype != dst.dtype:
+            return ["dtype", str(o.dtype).removeprefix("torch.")]
+        if tuple(o.shape) != tuple(dst.shape):
+            return ["shape", str(list(o.shape))]
+        dst.copy_(o)
+        return None
+
+    def serve(self) -> None:
+        while True:
+            msg = wire.read_frame(self.fd_in)
+            kind = msg.get("type")
+            if kind == "exit":
+                return
+            if kind == "setup":
+                reply = self.setup(msg)
+                reply["type"] = "reply"
+            elif kind == "call":
+                reply = self.call(msg)
+                reply["type"] = "done"
+            else:
+                return
+            wire.write_frame(self.fd_out, reply)
+
+
+def main(argv=None) -> int:
+    argv = argv or sys.argv[1:]
+    fd_in, fd_out, memfd = (int(a) for a in argv[:3])
+    sock = None
+    if len(argv) > 3:
+        import socket
+        sock = socket.socket(fileno=int(argv[3]))
+    dev = os.environ.get("KBENV_WORKER_DEVICE", "")
+    try:
+        if dev.startswith("cuda"):
+            # A spare waits with its imports done and touches the GPU only once the supervisor says so, never
+            # while another candidate is timed.
+            if wire.read_frame(fd_in).get("type") != "start":
+                return 3
+            torch.cuda.init()
+            torch.empty(1, device=dev)
+        wire.write_frame(fd_out, {"type": "ready", "pid_ns": os.readlink("/proc/self/ns/pid"), "uid": os.getuid()})
+        Executor(fd_in, fd_out, memfd, sock).serve()
+    except (wire.ChannelClosed, wire.ChannelTimeout, OSError) as e:
+        import traceback; traceback.print_exc()
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    os._exit(main())

@@ -1,0 +1,161 @@
+"""Fences: the supervisor's own proof that an executor's work has ended, from outside its process.
+
+An executor's ``done`` is a hint: its process may reply before its kernels end, or leave a thread or a kernel
+running after the reply. A fence returns only when everything the process submitted has completed, and keeps
+it from doing more until released; the supervisor stops its clock after the fence returns and reads the lent
+memory while the process is held.
+
+- cpu: SIGSTOP every process of the executor, waiting until each one is stopped (work after the reply can only
+  have happened before the stop, inside the timed block).
+- cuda: the driver's process lock (``cuCheckpointProcessLock``, CUDA 12.8+ drivers): it blocks the process's
+  further CUDA calls and waits until its submitted work has completed; then SIGSTOP. Released in reverse order.
+  Without that API (an older driver), :class:`IdleProbeFence` is used: SIGSTOP, then the supervisor times a tiny
+  kernel of its own until the GPU answers like an idle one, which it does not while another context has work
+  queued (contexts time-slice); the kind used is named in the result's facts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+from kbenv.sandbox.process import ExecutorProcess
+
+
+class FenceTimeout(Exception):
+    """The executor's work did not end within the fence's deadline (the candidate's ``timeout``)."""
+
+
+def _wait_stopped(pids: list[int], deadline: float) -> None:
+    left = set(pids)
+    while left:
+        for pid in list(left):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read()
+                state = stat[stat.rindex(")") + 2]
+            except (OSError, ValueError, IndexError):
+                state = "X"
+            if state in "TtXZ":
+                left.discard(pid)
+        if left:
+            if time.monotonic() > deadline:
+                raise FenceTimeout(f"processes {sorted(left)} did not stop")
+            time.sleep(0.0002)
+
+
+class StopFence:
+    """cpu: the process tree stopped (every thread of it)."""
+
+    kind = "sigstop"
+
+    def __init__(self, device=None):
+        self._held: dict[int, list[int]] = {}
+
+    def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
+        pids = p.pause()
+        self._held[id(p)] = pids
+        _wait_stopped(pids, time.monotonic() + timeout_s)
+
+    def release(self, p: ExecutorProcess) -> None:
+        ExecutorProcess.resume(self._held.pop(id(p), []))
+
+
+class _LockArgs(ctypes.Structure):
+    _fields_ = [("timeoutMs", ctypes.c_uint), ("reserved0", ctypes.c_uint), ("reserved1", ctypes.c_uint64 * 7)]
+
+
+class _UnlockArgs(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_uint64 * 8)]
+
+
+def _driver():
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    if not hasattr(lib, "cuCheckpointProcessLock"):
+        return None
+    lib.cuCheckpointProcessLock.argtypes = [ctypes.c_int, ctypes.POINTER(_LockArgs)]
+    lib.cuCheckpointProcessUnlock.argtypes = [ctypes.c_int, ctypes.POINTER(_UnlockArgs)]
+    return lib
+
+
+class ProcessLockFence(StopFence):
+    """cuda: the driver's process lock (waits for the process's submitted GPU work), then SIGSTOP."""
+
+    kind = "cuda_process_lock"
+
+    def __init__(self, device=None, lib=None):
+        super().__init__(device)
+        self.lib = lib or _driver()
+        self._locked: dict[int, int] = {}
+
+    def _cuda_pids(self, p: ExecutorProcess) -> list[int]:
+        """Host pids of the executor's processes that hold a CUDA context (the lock refuses the others)."""
+        out = []
+        for pid in p._tree():
+            try:
+                with open(f"/proc/{pid}/maps") as f:
+                    if "libcuda.so" in f.read():
+                        out.append(pid)
+            except OSError:
+                continue
+        return out
+
+    def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
+        args = _LockArgs(timeoutMs=int(timeout_s * 1000))
+        locked = []
+        for pid in self._cuda_pids(p):
+            rc = self.lib.cuCheckpointProcessLock(pid, ctypes.byref(args))
+            if rc != 0:
+                for q in locked:
+                    self.lib.cuCheckpointProcessUnlock(q, ctypes.byref(_UnlockArgs()))
+                raise FenceTimeout(f"the driver could not lock process {pid} (CUresult {rc})")
+            locked.append(pid)
+        self._locked[id(p)] = locked
+        super().hold(p, timeout_s)
+
+    def release(self, p: ExecutorProcess) -> None:
+        super().release(p)
+        for pid in self._locked.pop(id(p), []):
+            self.lib.cuCheckpointProcessUnlock(pid, ctypes.byref(_UnlockArgs()))
+
+
+class IdleProbeFence(StopFence):
+    """cuda without the lock API: SIGSTOP, then wait until the GPU runs a tiny kernel of the supervisor's as
+    fast as an idle GPU does (measured at start), which it does not while another context still has work."""
+
+    kind = "idle_probe"
+
+    def __init__(self, device=None):
+        super().__init__(device)
+        import torch
+        self.device = device
+        self._x = torch.zeros(1024, device=device)
+        self.idle_us = min(self._probe() for _ in range(20))
+
+    def _probe(self) -> float:
+        import torch
+        t = time.perf_counter()
+        self._x.add_(1)
+        torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - t) * 1e6
+
+    def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
+        super().hold(p, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        calm = 0
+        while calm < 3:
+            calm = calm + 1 if self._probe() < 4 * self.idle_us + 20 else 0
+            if time.monotonic() > deadline:
+                raise FenceTimeout("the GPU stayed busy after the executor was stopped")
+
+
+def make_fence(device) -> StopFence:
+    if getattr(device, "type", "cpu") != "cuda":
+        return StopFence(device)
+    if os.environ.get("KBENV_FENCE") != "idle_probe" and _driver() is not None:
+        return ProcessLockFence(device)
+    return IdleProbeFence(device)

@@ -1,0 +1,128 @@
+"""Memory the supervisor owns and lends to one executor: rotating slots of inputs and outputs.
+
+The supervisor writes each call's inputs into a slot just before the call, the executor runs the forward on
+views of them and copies each output into the slot's output places, and the supervisor judges what it reads
+back from its own mapping. On cuda the region is device memory (CUDA VMM, a file descriptor passed over a
+Unix socket: ``kbenv.sandbox.devshare``); on the CPU it is a memfd both processes map.
+
+A :class:`SlotLayout` is public: which offsets hold which tensor. It says nothing about what a call is for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import warnings
+
+import torch
+
+from kbenv.sandbox import devshare
+from kbenv.sandbox.protocol import TensorSlot
+from kbenv.sandbox.wire import DTYPE_NAMES, DTYPES
+
+ALIGN = 256
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def nbytes_of(dtype: torch.dtype, shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n * torch.empty((), dtype=dtype).element_size()
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    inputs: tuple  # TensorSlot, or a literal for a non-tensor input
+    outputs: tuple  # TensorSlot
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotLayout:
+    """``n`` identical slots, each holding one call's inputs and outputs, ``slot_bytes`` apart."""
+
+    slots: tuple
+    slot_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.slot_bytes * len(self.slots)
+
+    @classmethod
+    def build(cls, inputs: list, out_specs: list, n: int) -> "SlotLayout":
+        """``inputs``: one example input set (tensors give dtype and shape; others are passed as literals);
+        ``out_specs``: ``(dtype, shape)`` of each expected output."""
+        places, off = [], 0
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                places.append(("t", off, DTYPE_NAMES[x.dtype], tuple(x.shape)))
+                off = _align(off + nbytes_of(x.dtype, x.shape))
+            else:
+                places.append(("v", x))
+        outs = []
+        for dtype, shape in out_specs:
+            outs.append((off, DTYPE_NAMES[dtype], tuple(shape)))
+            off = _align(off + nbytes_of(dtype, shape))
+        slot_bytes = max(_align(off), ALIGN)
+        slots = []
+        for k in range(n):
+            base = k * slot_bytes
+            ins = tuple(TensorSlot(base + p[1], p[2], p[3]) if p[0] == "t" else p[1] for p in places)
+            slots.append(Slot(ins, tuple(TensorSlot(base + o, d, s) for o, d, s in outs)))
+        return cls(tuple(slots), slot_bytes)
+
+
+def view_of(raw: torch.Tensor, slot: TensorSlot) -> torch.Tensor:
+    """A typed view over a region's raw bytes at ``slot`` (bool is stored as one byte per element)."""
+    dtype = DTYPES[slot.dtype]
+    n = nbytes_of(dtype, slot.shape)
+    return raw[slot.offset:slot.offset + n].view(dtype).reshape(slot.shape)
+
+
+class LentRegion:
+    """The supervisor's side of a lent region (its own mapping; it never trusts what the executor says is in
+    it, only what it reads)."""
+
+    def __init__(self, device: torch.device, nbytes: int, memfd: int | None = None):
+        self.device = device
+        self.nbytes = max(int(nbytes), ALIGN)
+        self.dev_buf = None
+        self._mm = None
+        if device.type == "cuda":
+            self.dev_buf = devshare.SharedDeviceBuffer.create(device, self.nbytes)
+            self.raw = self.dev_buf.bytes_view()
+        else:
+            if memfd is None:
+                raise ValueError("a cpu region needs the memfd shared with the executor")
+            os.ftruncate(memfd, self.nbytes)
+            self._mm = mmap.mmap(memfd, self.nbytes, access=mmap.ACCESS_WRITE)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=self.nbytes)
+
+    def write(self, slot: TensorSlot, x: torch.Tensor) -> None:
+        view_of(self.raw, slot).copy_(x)
+
+    def read(self, slot: TensorSlot) -> torch.Tensor:
+        """A copy, in the supervisor's own memory, of the tensor at ``slot``."""
+        return view_of(self.raw, slot).clone()
+
+    def fill(self, slot: TensorSlot, byte: int) -> None:
+        dtype = DTYPES[slot.dtype]
+        self.raw[slot.offset:slot.offset + nbytes_of(dtype, slot.shape)].fill_(byte)
+
+    def close(self) -> None:
+        self.raw = None
+        if self.dev_buf is not None:
+            self.dev_buf.close()
+            self.dev_buf = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass
+            self._mm = None

@@ -1,0 +1,495 @@
+"""The memory plan of one evaluation: the one place that says what an evaluation holds, and whether it fits.
+
+Used by the supervisor (how many slots to lend, the worker's allocator cap, what the reference cache may
+keep), by the CLI and the Python API before anything allocates (:func:`preflight`), and per device (the
+budget comes from the device, capped by ``KBENV_GPU_MEMORY_CAP``). Nothing here allocates: the problem's
+tensor sizes come from one forward of its reference on the meta device
+(:func:`kbenv.problems.build_manifest.run_on_meta`, the same run that computes the floor).
+
+What one evaluation holds on the device (each a :class:`MemoryPlan` field, in bytes):
+
+- the supervisor (trusted): its CUDA context; the reference model (in fp32, plus the model at the problem's
+  precision when that is not fp32, which gives the output dtypes); the reference entry of the trial in flight
+  (inputs and outputs); the reference cache (an LRU of other entries: elastic, it gets what the rest leaves,
+  up to a share of the budget); and, at different moments, either the work of computing a reference
+  (the fp32 copies of low-precision inputs and the forward's own allocations) or the copies of the
+  candidate's outputs (two runs: two poison patterns) with the checks' temporaries: the plan counts the
+  larger of the two.
+- the slots lent to the candidate's worker: ``n_slots`` × (inputs + outputs of one call), at least
+  ``MIN_SLOTS`` and enough that together they are ``L2_FACTOR`` × the device's L2 cache, so rotating through
+  them leaves no call's data in the L2.
+- the worker's allocator cap: what the candidate may allocate for its weights, intermediates and outputs;
+  and its CUDA context.
+- spare workers' CUDA contexts (``spares`` of them, started ahead of the next evaluation).
+- the trusted baseline worker: its context, the reference model at the problem's precision, its own slots
+  (as many as the candidate's, so both run under the same cache conditions), eager and compiled forwards,
+  and torch.compile's workspace.
+- a fixed headroom for the driver and allocator fragmentation.
+
+On the CPU the same parts live in host memory (no CUDA contexts: each process's resident interpreter
+instead). On cuda the host holds each process's resident libraries and the output arena that outputs fall
+back to when device memory cannot be shared; the plan checks that against the host budget too.
+
+The constants below are estimates with a margin; ``benchmarks/memplan_checks.py`` measures the checks'
+working memory against :func:`check_work_bytes`, and ``benchmarks/memplan_gpu.py`` the peak of whole
+evaluations against :attr:`MemoryPlan.total_bytes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from kbenv.problems import PRECISIONS, Problem, get_problem, load_namespace
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+SIZES = ("small", "medium", "full")  # smallest first; a refusal names the largest smaller size that fits
+
+# One CUDA process's context with torch's cuBLAS/cuDNN handles: ~0.5 GiB measured on an H200 at 00dfa0e;
+# 0.75 GiB leaves room for the driver's per-context growth (module loading, lazy kernels).
+CONTEXT_BYTES = 768 * MiB
+# A CPU-only process's resident interpreter with torch and Triton imported (~0.3 GiB measured on x86-64).
+HOST_PROCESS_BYTES_CPU = 512 * MiB
+# A CUDA process's resident host memory (CUDA runtime, cuBLAS, cuDNN and torch libraries mapped).
+HOST_PROCESS_BYTES_CUDA = 2 * GiB
+
+MIN_SLOTS = 2
+L2_FACTOR = 2  # the slots together cover this many L2 caches
+DEFAULT_L2_BYTES = 128 * MiB  # above every L2 of the GPUs kbenv lists (B200: 126 MB): more slots, never fewer
+SLOT_ALIGN = 256  # each tensor in a slot starts on this boundary (sandbox/lent.py ALIGN)
+
+OUTPUT_COPIES = 2  # the candidate's outputs of the two poisoned runs, copied into the supervisor's memory
+WORKER_CAP_BASE = 1 * GiB  # cuBLAS workspace, Triton autotuning buffers, small tensors
+COMPILE_WORKSPACE_BYTES = 1 * GiB  # torch.compile's autotuning and its own buffers in the baseline worker
+HEADROOM_BYTES = 512 * MiB  # driver allocations and allocator fragmentation
+REFERENCE_CACHE_SHARE = 0.25  # the reference cache may keep up to this share of the budget (35 GiB on an H200)
+
+# The checks (rewards/checks.py, rewards/invariants.py) work chunk by chunk on big outputs: at most this many
+# elements per chunk (checks._CHUNK), a few fp32 temporaries of a chunk at a time, one byte per element of an
+# output for a whole-tensor mask (isfinite, count_nonzero), and float64 samples of at most 2^26 elements for
+# the invariants (invariants._SAMPLE_ELEMENTS).
+CHECK_CHUNK_ELEMENTS = 1 << 26
+CHECK_CHUNK_TEMPORARIES = 6  # fp32 chunk temporaries alive at once, with a margin (4 seen in error_figures)
+CHECK_MASK_BYTES_PER_ELEMENT = 2
+CHECK_INVARIANT_BYTES = 3 * (1 << 26) * 8
+CHECK_BASE_BYTES = 64 * MiB
+
+_CAP_ENV = "KBENV_GPU_MEMORY_CAP"
+_HOST_CAP_ENV = "KBENV_HOST_MEMORY_CAP"
+
+
+class MemoryPlanError(ValueError):
+    """An evaluation does not fit the device (or the host). The message is one line naming the problem, the
+    size, what it needs against the budget and the size that fits; ``plan`` is the refused plan and
+    ``fitting_size`` the largest smaller size that fits (None when none does)."""
+
+    def __init__(self, message: str, plan: "MemoryPlan", fitting_size: str | None):
+        super().__init__(message)
+        self.plan = plan
+        self.fitting_size = fitting_size
+
+
+# ------------------------------------------------------------------------------------------- budgets
+
+def parse_bytes(text: str | int) -> int:
+    """``"40G"``, ``"40GiB"`` (binary), ``"40GB"`` (decimal), ``"512M"``, ``"1.5T"`` or a byte count."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kKmMgGtT]?)(i?[bB]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"not a memory size: {text!r} (examples: 40G, 80GiB, 24GB, 512M)")
+    value, unit, suffix = float(m.group(1)), m.group(2).upper(), m.group(3)
+    if not unit:
+        if suffix.lower() not in ("", "b"):
+            raise ValueError(f"not a memory size: {text!r} (examples: 40G, 80GiB, 24GB, 512M)")
+        return int(value)
+    power = "KMGT".index(unit) + 1
+    base = 1000 if suffix in ("B", "b") else 1024  # "GB" is decimal; "G" and "GiB" are binary
+    return int(value * base ** power)
+
+
+_gpu_cap: int | None = None
+
+
+def set_gpu_memory_cap(cap: int | str | None) -> None:
+    """Cap the GPU memory kbenv plans with (e.g. ``"40G"`` to act as a 40 GB card on a bigger one).
+
+    Also sets ``KBENV_GPU_MEMORY_CAP`` in this process's environment, so processes started afterwards (Ray
+    actors, workers) honour the same cap; None removes it.
+    """
+    global _gpu_cap
+    if cap is None:
+        _gpu_cap = None
+        os.environ.pop(_CAP_ENV, None)
+        return
+    _gpu_cap = parse_bytes(cap)
+    if _gpu_cap <= 0:
+        raise ValueError(f"GPU memory cap must be positive, got {cap!r}")
+    os.environ[_CAP_ENV] = str(_gpu_cap)
+
+
+def gpu_memory_cap() -> int | None:
+    """The cap in bytes: :func:`set_gpu_memory_cap`'s value, else ``KBENV_GPU_MEMORY_CAP``, else None."""
+    if _gpu_cap is not None:
+        return _gpu_cap
+    env = os.environ.get(_CAP_ENV)
+    if not env:
+        return None
+    try:
+        return parse_bytes(env)
+    except ValueError:
+        raise ValueError(f"{_CAP_ENV}={env!r} is not a memory size (examples: 40G, 80GiB, 24GB)") from None
+
+
+def host_budget_bytes() -> int:
+    """The host memory an evaluation may plan with: physical memory, capped by the cgroup's limit and by
+    ``KBENV_HOST_MEMORY_CAP`` when set."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    limits.append(int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            v = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if v.isdigit() and int(v) < (1 << 60):
+            limits.append(int(v))
+    env = os.environ.get(_HOST_CAP_ENV)
+    if env:
+        limits.append(parse_bytes(env))
+    if not limits:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return min(limits)
+
+
+def device_budget_bytes(device: torch.device | str) -> int:
+    """The memory an evaluation on ``device`` may plan with: a GPU's total memory capped by
+    :func:`gpu_memory_cap`; the host's budget (:func:`host_budget_bytes`) for ``cpu``."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return host_budget_bytes()
+    if device.type != "cuda":
+        raise ValueError(f"no memory plan for device type {device.type!r}")
+    total = torch.cuda.get_device_properties(device.index if device.index is not None else 0).total_memory
+    cap = gpu_memory_cap()
+    return min(total, cap) if cap else total
+
+
+def l2_bytes(device: torch.device | str) -> int:
+    """The device's L2 cache in bytes (0 on the CPU, where the slots do not need to cover a cache)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 0
+    props = torch.cuda.get_device_properties(device.index if device.index is not None else 0)
+    return int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
+
+
+# ------------------------------------------------------------------------------------------ footprint
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """A problem's tensor sizes at one size and precision, from its reference on the meta device.
+
+    Attributes:
+        input_bytes: one call's inputs at the precision (floating-point tensors cast, others as drawn).
+        input_slot_bytes: the same laid out in a slot (each tensor aligned to ``SLOT_ALIGN``).
+        output_bytes: one call's outputs at the precision.
+        output_slot_bytes: the same laid out in a slot.
+        output_elements: elements of all outputs.
+        largest_output_elements: elements of the largest output (the checks work on one at a time).
+        param_bytes: parameters and buffers at the precision.
+        forward_peak_bytes: the most a forward at the precision allocates at once, its outputs included.
+        reference_param_bytes: parameters and buffers in fp32 (the reference always runs in fp32).
+        reference_upcast_bytes: the fp32 copies of floating-point inputs made when the precision is not fp32.
+        reference_forward_peak_bytes: the most the fp32 reference forward allocates at once.
+    """
+
+    input_bytes: int
+    input_slot_bytes: int
+    output_bytes: int
+    output_slot_bytes: int
+    output_elements: int
+    largest_output_elements: int
+    param_bytes: int
+    forward_peak_bytes: int
+    reference_param_bytes: int
+    reference_upcast_bytes: int
+    reference_forward_peak_bytes: int
+
+    @property
+    def slot_bytes(self) -> int:
+        return max(self.input_slot_bytes + self.output_slot_bytes, SLOT_ALIGN)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _align(n: int) -> int:
+    return (n + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN
+
+
+_FOOTPRINTS: dict[tuple, Footprint] = {}
+
+
+def footprint(problem: Problem, size: str, precision: str, overrides: dict | None = None) -> Footprint:
+    """The problem's :class:`Footprint` at ``size`` (``overrides``, when given, replace the size's own module
+    constants: the medium-size builder searches with them). Cached per problem file, size and precision."""
+    from kbenv.problems.build_manifest import run_on_meta  # the floor's meta run (a script module)
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    over = problem.overrides(size) if overrides is None else dict(overrides)
+    key = (problem.id, problem.source_sha256, precision, tuple(sorted(over.items())))
+    if key in _FOOTPRINTS:
+        return _FOOTPRINTS[key]
+    ns = load_namespace(problem.source, str(problem.path), over)
+    run = run_on_meta(ns, PRECISIONS[precision])
+    ins = [x for x in run.inputs if isinstance(x, torch.Tensor)]
+    params = list(run.model.parameters()) + list(run.model.buffers())
+    if precision == "fp32":
+        ref_params, upcast, ref_peak = sum(_nbytes(p) for p in params), 0, run.forward_peak_bytes
+    else:
+        ref = run_on_meta(ns, torch.float32)
+        ref_params = sum(_nbytes(p) for p in list(ref.model.parameters()) + list(ref.model.buffers()))
+        upcast = sum(_nbytes(x) for x in ref.inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
+        ref_peak = ref.forward_peak_bytes
+    fp = Footprint(
+        input_bytes=sum(_nbytes(x) for x in ins),
+        input_slot_bytes=sum(_align(_nbytes(x)) for x in ins),
+        output_bytes=sum(_nbytes(o) for o in run.outputs),
+        output_slot_bytes=sum(_align(_nbytes(o)) for o in run.outputs),
+        output_elements=sum(o.numel() for o in run.outputs),
+        largest_output_elements=max((o.numel() for o in run.outputs), default=0),
+        param_bytes=sum(_nbytes(p) for p in params),
+        forward_peak_bytes=run.forward_peak_bytes,
+        reference_param_bytes=ref_params,
+        reference_upcast_bytes=upcast,
+        reference_forward_peak_bytes=ref_peak,
+    )
+    _FOOTPRINTS[key] = fp
+    return fp
+
+
+def check_work_bytes(fp: Footprint) -> int:
+    """The checks' temporaries for one trial's outputs, beyond the outputs themselves (an upper bound;
+    ``benchmarks/memplan_checks.py`` measures it)."""
+    chunk = min(fp.largest_output_elements, CHECK_CHUNK_ELEMENTS)
+    return (CHECK_BASE_BYTES + CHECK_CHUNK_TEMPORARIES * 4 * chunk
+            + CHECK_MASK_BYTES_PER_ELEMENT * fp.largest_output_elements
+            + min(CHECK_INVARIANT_BYTES, 3 * 8 * fp.output_elements))
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """What one evaluation holds, part by part, in bytes, against the budget it was planned for.
+
+    Device parts (host parts on the CPU, where ``*_context_bytes`` are each process's resident interpreter):
+    ``supervisor_context_bytes``, ``reference_model_bytes``, ``reference_entry_bytes`` (the trial in
+    flight), ``reference_cache_bytes`` (what the LRU may keep during this evaluation: elastic, whatever the
+    rest leaves up to ``REFERENCE_CACHE_SHARE`` of the budget, 0 when the plan does not fit),
+    ``reference_work_bytes``, ``output_copies_bytes`` and ``check_work_bytes`` (the supervisor holds either
+    the reference work or the output copies with the check work: ``supervisor_transient_bytes`` is the larger),
+    ``lent_slot_bytes`` (``n_slots`` × ``slot_bytes``), ``worker_cap_bytes`` (the worker's allocator cap),
+    ``worker_context_bytes``, ``spare_context_bytes``, ``baseline_bytes`` and ``headroom_bytes``.
+
+    ``total_bytes`` is their sum (with the transient counted once); ``fits`` holds when it is within
+    ``budget_bytes`` and ``host_bytes`` within ``host_budget_bytes``. A supervisor that keeps to the plan
+    (its cache within ``reference_cache_bytes``, ``n_slots`` slots, the worker capped at ``worker_cap_bytes``,
+    at most ``spares`` spares) stays within the budget by construction.
+    """
+
+    problem: str
+    size: str
+    precision: str
+    device_type: str
+    budget_bytes: int
+    host_budget_bytes: int
+    spares: int
+    n_slots: int
+    slot_bytes: int
+    input_bytes: int
+    output_bytes: int
+    supervisor_context_bytes: int
+    reference_model_bytes: int
+    reference_entry_bytes: int
+    reference_cache_bytes: int
+    reference_work_bytes: int
+    output_copies_bytes: int
+    check_work_bytes: int
+    lent_slot_bytes: int
+    worker_cap_bytes: int
+    worker_context_bytes: int
+    spare_context_bytes: int
+    baseline_bytes: int
+    headroom_bytes: int
+    host_bytes: int
+
+    @property
+    def supervisor_transient_bytes(self) -> int:
+        return max(self.reference_work_bytes, self.output_copies_bytes + self.check_work_bytes)
+
+    @property
+    def supervisor_bytes(self) -> int:
+        return (self.supervisor_context_bytes + self.reference_model_bytes + self.reference_entry_bytes
+                + self.reference_cache_bytes + self.supervisor_transient_bytes)
+
+    @property
+    def required_bytes(self) -> int:
+        """Everything but the elastic reference cache: what must fit."""
+        return self.total_bytes - self.reference_cache_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return (self.supervisor_bytes + self.lent_slot_bytes + self.worker_cap_bytes + self.worker_context_bytes
+                + self.spare_context_bytes + self.baseline_bytes + self.headroom_bytes)
+
+    @property
+    def fits_device(self) -> bool:
+        return self.required_bytes <= self.budget_bytes
+
+    @property
+    def fits_host(self) -> bool:
+        return self.host_bytes <= self.host_budget_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.fits_device and self.fits_host
+
+    def explain(self) -> str:
+        """One line: the total against the budget and the parts that make it."""
+        g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
+        where = "GPU" if self.device_type == "cuda" else "host"
+        verdict = "fits" if self.fits else "does not fit"
+        contexts = self.supervisor_context_bytes + self.worker_context_bytes + self.spare_context_bytes
+        return (f"{self.problem} size={self.size} {self.precision}: {g(self.total_bytes)} of {g(self.budget_bytes)}"
+                f" GiB {where} ({verdict}) = supervisor {g(self.supervisor_bytes)} [model "
+                f"{g(self.reference_model_bytes)}, entry {g(self.reference_entry_bytes)}, cache "
+                f"{g(self.reference_cache_bytes)}, checks {g(self.supervisor_transient_bytes)}] + slots "
+                f"{self.n_slots}x{g(self.slot_bytes)} + worker cap {g(self.worker_cap_bytes)} + baseline "
+                f"{g(self.baseline_bytes)} + contexts {g(contexts)} + headroom {g(self.headroom_bytes)}; host "
+                f"{g(self.host_bytes)} of {g(self.host_budget_bytes)} GiB")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(total_bytes=self.total_bytes, required_bytes=self.required_bytes, fits=self.fits,
+                 supervisor_bytes=self.supervisor_bytes)
+        return d
+
+
+def plan(problem: Problem | str, size: str, precision: str | None, device_budget_bytes: int, spares: int = 1, *,
+         device_type: str = "cuda", l2_bytes: int = DEFAULT_L2_BYTES, host_budget: int | None = None,
+         overrides: dict | None = None) -> MemoryPlan:
+    """Plan one evaluation of ``problem`` at ``size`` and ``precision`` (None: the problem's default)
+    against a device budget (see the module docstring for the parts).
+
+    ``device_type`` ``cpu`` plans host memory (then ``device_budget_bytes`` is the host budget and the host
+    budget defaults to it); ``l2_bytes`` is the device's L2 cache (:func:`l2_bytes`); ``host_budget``
+    defaults to :func:`host_budget_bytes` on cuda; ``overrides`` replace the size's module constants.
+    """
+    if isinstance(problem, str):
+        problem = get_problem(problem)
+    precision = precision or problem.precision_default
+    if device_type not in ("cuda", "cpu"):
+        raise ValueError(f"device_type must be 'cuda' or 'cpu', got {device_type!r}")
+    cuda = device_type == "cuda"
+    fp = footprint(problem, size, precision, overrides)
+    if host_budget is None:
+        host_budget = host_budget_bytes() if cuda else device_budget_bytes
+    slot = fp.slot_bytes
+    n_slots = max(MIN_SLOTS, math.ceil(L2_FACTOR * (l2_bytes if cuda else 0) / slot))
+    lent = n_slots * slot
+    context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
+    reference_model = fp.reference_param_bytes + (fp.param_bytes if precision != "fp32" else 0)
+    entry = fp.input_bytes + fp.output_bytes
+    work = fp.reference_upcast_bytes + fp.reference_forward_peak_bytes
+    copies = OUTPUT_COPIES * fp.output_bytes
+    checks = check_work_bytes(fp)
+    worker_cap = WORKER_CAP_BASE + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes
+    baseline = context + fp.param_bytes + lent + 2 * fp.forward_peak_bytes + COMPILE_WORKSPACE_BYTES
+    spares = max(int(spares), 0)
+    parts = dict(
+        supervisor_context_bytes=context, reference_model_bytes=reference_model, reference_entry_bytes=entry,
+        reference_cache_bytes=0, reference_work_bytes=work, output_copies_bytes=copies, check_work_bytes=checks,
+        lent_slot_bytes=lent, worker_cap_bytes=worker_cap, worker_context_bytes=context,
+        spare_context_bytes=spares * context, baseline_bytes=baseline, headroom_bytes=HEADROOM_BYTES)
+    processes = 3 + spares  # supervisor, worker, baseline worker, spares
+    if cuda:
+        # Each process's libraries, the models built on the host before they move (fp32), and the host arena
+        # that outputs fall back to when device memory cannot be shared.
+        host = processes * HOST_PROCESS_BYTES_CUDA + 3 * fp.reference_param_bytes + fp.output_slot_bytes
+    else:
+        host = 0  # filled below: on the CPU the device parts are the host's
+    p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,
+                   budget_bytes=int(device_budget_bytes), host_budget_bytes=int(host_budget), spares=spares,
+                   n_slots=n_slots, slot_bytes=slot, input_bytes=fp.input_bytes, output_bytes=fp.output_bytes,
+                   host_bytes=host, **parts)
+    cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), device_budget_bytes - p.required_bytes))
+    p = dataclasses.replace(p, reference_cache_bytes=cache)
+    if not cuda:
+        p = dataclasses.replace(p, host_bytes=p.total_bytes)
+    return p
+
+
+def _device_plan(problem: Problem, size: str, precision: str, device: torch.device, spares: int) -> MemoryPlan:
+    return plan(problem, size, precision, device_budget_bytes(device), spares, device_type=device.type,
+                l2_bytes=l2_bytes(device))
+
+
+def preflight(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,
+              spares: int = 1) -> MemoryPlan:
+    """The plan for evaluating ``problem`` at ``size`` on ``device``, checked before anything allocates.
+
+    Returns the plan when it fits. Otherwise raises :class:`MemoryPlanError` with one line naming the problem,
+    the size, what it needs against the budget (and the cap, when one is set), and the largest smaller size
+    that fits (``use --size medium``), or that none does.
+    """
+    if isinstance(problem, str):
+        problem = get_problem(problem)
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    precision = precision or problem.precision_default
+    device = torch.device(device)
+    p = _device_plan(problem, size, precision, device, spares)
+    if p.fits:
+        return p
+    fit = None
+    for smaller in reversed(SIZES[:SIZES.index(size)]):
+        q = _device_plan(problem, smaller, precision, device, spares)
+        if q.fits and q.required_bytes < p.required_bytes:
+            fit = q
+            break
+    if p.fits_device:
+        need, budget, what = p.host_bytes, p.host_budget_bytes, "host memory"
+        cap = f" ({_HOST_CAP_ENV})" if os.environ.get(_HOST_CAP_ENV) else ""
+    else:
+        need, budget = p.required_bytes, p.budget_bytes
+        what = "GPU memory" if device.type == "cuda" else "host memory"
+        cap = f" ({_CAP_ENV}={os.environ[_CAP_ENV]})" if device.type == "cuda" and gpu_memory_cap() else ""
+    advice = (f"use --size {fit.size} ({fit.required_bytes / GiB:.1f} GiB)" if fit else
+              "no size of it fits this device")
+    msg = (f"{problem.id} at --size {size} ({precision}) needs {need / GiB:.1f} GiB of {what}, {device} allows "
+           f"{budget / GiB:.1f} GiB{cap}: {advice}")
+    raise MemoryPlanError(msg, p, fit.size if fit else None)
+
+
+__all__ = [
+    "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "preflight", "footprint", "check_work_bytes",
+    "device_budget_bytes", "host_budget_bytes", "l2_bytes", "gpu_memory_cap", "set_gpu_memory_cap", "parse_bytes",
+    "SIZES",
+]

@@ -1,0 +1,358 @@
+"""Executor processes: spawn (sandbox, limits, an unprivileged host uid), pause, kill and reap.
+
+A process is started per evaluation (or taken from the spares, which are never used twice) and killed with
+every process of its PID namespace afterwards. Under bubblewrap it sees a read-only root with the host's
+private places (``/root``, ``/home``, ``/tmp``, ``/run``, ``/var/tmp``) replaced by empty directories, only the
+code paths it needs bound back read-only, its own private directory as the one writable place, a private
+``/dev`` with only the GPU's device nodes (cuda), no network and its own PID/IPC/UTS namespaces.
+
+Its host uid: when the supervisor runs as root, bubblewrap mounts as root without a user namespace and the
+executor becomes ``nobody`` (a real host uid) before anything else runs (``executor._drop_privileges``), so files
+only root may read stay unreadable. A non-root supervisor's executor runs in a user namespace as the
+supervisor's own uid, which sees only what the binds expose.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from kbenv.sandbox import wire
+
+NOBODY = 65534
+HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
+
+
+class SpawnError(RuntimeError):
+    """An executor could not be started: a fault of the harness or the machine, never of a candidate."""
+
+
+def have_bwrap() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+_ROOT_MODE: bool | None = None
+
+
+def root_mode() -> bool:
+    """Whether bubblewrap can mount as real root here (the supervisor is root with CAP_SYS_ADMIN), so that the
+    executor can drop to a real unprivileged uid. Probed once."""
+    global _ROOT_MODE
+    if _ROOT_MODE is None:
+        _ROOT_MODE = False
+        if os.getuid() == 0 and have_bwrap():
+            try:
+                r = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                                    "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "true"],
+                                   capture_output=True, timeout=30)
+                _ROOT_MODE = r.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                _ROOT_MODE = False
+    return _ROOT_MODE
+
+
+def _code_binds() -> list[str]:
+    """Read-only binds for the interpreter, its packages, kbenv's source and the CUDA libraries where they live
+    under a hidden directory (a clone or venv under /tmp or /root), which the sandbox replaces with an empty one."""
+    import kbenv
+    paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+             str(Path(kbenv.__file__).resolve().parents[1])}
+    paths |= {p for p in sys.path if p}
+    for var in ("PYTHONPATH", "LD_LIBRARY_PATH"):
+        paths |= {p for p in os.environ.get(var, "").split(os.pathsep) if p}
+    if os.environ.get("CUDA_HOME"):
+        paths.add(os.environ["CUDA_HOME"])
+    keep = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)
+                   and any(os.path.realpath(p) == h or os.path.realpath(p).startswith(h + "/") for h in HIDDEN)})
+    top = [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
+    return [arg for p in top for arg in (*_parents(p), "--ro-bind", p, p)]
+
+
+def _parents(path: str, mode: str = "0755") -> list[str]:
+    """Create a bind target's missing parents with ``mode`` (bubblewrap would make them 0700 root)."""
+    parts = Path(path).parts
+    out = []
+    for i in range(2, len(parts)):
+        out += ["--perms", mode, "--dir", str(Path(*parts[:i]))]
+    return out
+
+
+def _dev_args(cuda: bool) -> list[str]:
+    args = ["--dev", "/dev"]
+    if cuda:
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+        if os.path.isdir("/dev/dri"):
+            args += ["--dev-bind", "/dev/dri", "/dev/dri"]
+    return args
+
+
+def bwrap_args(workdir: Path, cuda: bool, as_root: bool) -> list[str]:
+    hidden = []
+    for d in HIDDEN:
+        if os.path.isdir(d):
+            hidden += ["--perms", "0755", "--tmpfs", d]
+    ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"] if as_root
+          else ["--unshare-all", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"])
+    return ["bwrap", "--ro-bind", "/", "/", *_dev_args(cuda), "--proc", "/proc", *hidden, *_code_binds(),
+            *_parents(str(workdir), "0711"), "--bind", str(workdir), str(workdir), *ns, "--die-with-parent", "--new-session",
+            "--chdir", str(workdir)]
+
+
+class ExecutorProcess:
+    """A spawned executor: its process, pipes, memfd (the cpu region), socket (cuda) and private directory."""
+
+    def __init__(self, proc, fd_to, fd_from, memfd, workdir: Path, sock=None, trusted: bool = False):
+        self.proc, self.fd_to, self.fd_from, self.memfd = proc, fd_to, fd_from, memfd
+        self.workdir, self.sock, self.trusted = workdir, sock, trusted
+        self.spawned_at = time.monotonic()
+        self.started = self.ready = self.dead = False
+        self.pid_ns: str | None = None
+        self.uid: int | None = None
+        self.output = b""
+
+    # -- channel --------------------------------------------------------------------------------------------
+    def send(self, obj: dict) -> None:
+        try:
+            wire.write_frame(self.fd_to, obj)
+        except OSError as e:
+            raise wire.ChannelClosed(f"executor pipe closed: {e}") from e
+
+    def recv(self, deadline: float) -> dict:
+        return wire.read_frame(self.fd_from, deadline)
+
+    # -- signals --------------------------------------------------------------------------------------------
+    def _tree(self) -> list[int]:
+        pids = set(process_tree(self.proc.pid))
+        if self.pid_ns:
+            pids |= set(pids_in_namespace(self.pid_ns))
+        return sorted(pids)
+
+    def pause(self) -> list[int]:
+        """SIGSTOP every process of this executor (re-scanned so a fork between scan and signal is caught)."""
+        stopped: set[int] = set()
+        if self.proc.poll() is not None:
+            return []
+        for _ in range(3):
+            new = [p for p in self._tree() if p not in stopped]
+            if not new:
+                break
+            for pid in new:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.add(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return sorted(stopped)
+
+    @staticmethod
+    def resume(pids: list[int]) -> None:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def signal_kill(self) -> None:
+        """SIGKILL the process and every process of its namespace now, without waiting."""
+        for pid in self._tree() if self.proc.poll() is None else (pids_in_namespace(self.pid_ns) if self.pid_ns else []):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+
+    def kill(self) -> None:
+        """SIGKILL, wait until every process of it is gone, close the channel (idempotent). A survivor is a
+        fault of the machine, raised as :class:`SpawnError`."""
+        if self.dead:
+            return
+        self.signal_kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired as e:
+            raise SpawnError(f"executor {self.proc.pid} survived SIGKILL") from e
+        if self.pid_ns:
+            deadline = time.monotonic() + 10
+            while left := pids_in_namespace(self.pid_ns):
+                if time.monotonic() > deadline:
+                    raise SpawnError(f"sandbox processes {left} survived the evaluation")
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                time.sleep(0.02)
+        self.dead = True
+        for fd in (self.fd_to, self.fd_from, self.memfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    # -- output ----------------------------------------------------------------------------------------------
+    def drain_output(self) -> None:
+        """Keep the last 64 KiB of the process's stdout and stderr (in memory; they decide nothing)."""
+        buf = bytearray()
+        stream = self.proc.stdout
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > (64 << 10):
+                del buf[:len(buf) - (64 << 10)]
+            self.output = bytes(buf)
+
+    def log_tail(self, n: int = 3000) -> str:
+        for _ in range(50):
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        time.sleep(0.02)
+        return self.output.decode(errors="replace")[-n:]
+
+
+def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_memory_cap: bool,
+          trusted: bool = False, extra_env: dict | None = None) -> ExecutorProcess:
+    """Start an executor (it imports torch, then waits: on cuda it touches the GPU only after ``start``)."""
+    cuda = device.startswith("cuda")
+    workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    memfd = os.memfd_create("kbenv-lent", 0)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "TMPDIR": str(workdir),
+           "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           "TRITON_CACHE_DIR": str(workdir / ".triton"), "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_ext"),
+           "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device}
+    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    if not cuda:
+        env["TRITON_INTERPRET"] = "1"
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "kbenv.sandbox.executor", str(to_r), str(from_w), str(memfd)]
+    pass_fds = [to_r, from_w, memfd]
+    sock = child_sock = None
+    if cuda:
+        sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cmd.append(str(child_sock.fileno()))
+        pass_fds.append(child_sock.fileno())
+    if sandbox == "bwrap" and not trusted:
+        as_root = root_mode()
+        if as_root:
+            env["KBENV_RUN_AS"] = str(NOBODY)
+            os.chown(workdir, NOBODY, NOBODY)
+        else:
+            os.chmod(workdir, 0o777)
+        cmd = bwrap_args(workdir, cuda, as_root) + cmd
+    elif not trusted and os.getuid() == 0:
+        os.chown(workdir, NOBODY, NOBODY)
+
+    def limits():
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+        if memory_limit and not trusted:
+            # cpu: the address space; cuda: the data segment (CUDA reserves a huge virtual range, which
+            # RLIMIT_AS would refuse, while its host allocations count as data).
+            which = resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS
+            if not cuda or host_memory_cap:
+                resource.setrlimit(which, (memory_limit, memory_limit))
+
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env, cwd=workdir, pass_fds=pass_fds, preexec_fn=limits)
+    os.close(to_r)
+    os.close(from_w)
+    if child_sock is not None:
+        child_sock.close()
+    p = ExecutorProcess(proc, to_w, from_r, memfd, workdir, sock, trusted)
+    threading.Thread(target=p.drain_output, daemon=True).start()
+    return p
+
+
+def start(p: ExecutorProcess) -> None:
+    """Let a spawned cuda executor touch the GPU (its CUDA context); cpu executors need no start."""
+    if p.started:
+        return
+    p.started = True
+    if p.sock is not None:
+        try:
+            p.send({"type": "start"})
+        except wire.ChannelClosed:
+            pass  # gone: await_ready reports it
+
+
+def await_ready(p: ExecutorProcess, timeout_s: float) -> None:
+    """The executor's first frame, sent before any candidate code exists; without it the harness is broken."""
+    if p.ready:
+        return
+    start(p)
+    try:
+        msg = p.recv(time.monotonic() + timeout_s)
+    except (wire.ChannelClosed, wire.ChannelTimeout) as e:
+        tail = p.log_tail()
+        p.kill()
+        raise SpawnError(f"the executor process did not start ({e!r}); log:\n{tail}") from e
+    if msg.get("type") != "ready":
+        p.kill()
+        raise SpawnError("the executor's first frame was not 'ready'")
+    p.ready = True
+    p.uid = msg.get("uid") if isinstance(msg.get("uid"), int) else None
+    ns = msg.get("pid_ns")
+    if isinstance(ns, str) and ns != os.readlink("/proc/self/ns/pid"):
+        p.pid_ns = ns
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc (the host's view, which sees into the sandbox's namespaces)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def pids_in_namespace(ns: str | None) -> list[int]:
+    if not ns:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out

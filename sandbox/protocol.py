@@ -1,0 +1,130 @@
+"""The typed frames between the trusted supervisor and an executor process, validated on arrival.
+
+The executor (the candidate's process, or a trusted baseline process running the same code) is told only what
+any call needs: where its inputs lie and where its outputs go, in memory the supervisor lends. Every call of an
+evaluation looks the same from inside: no seed, domain, trial kind, sample position or flag ever travels.
+
+Supervisor -> executor: :class:`Setup` once, then :class:`Call` per forward, then ``exit``.
+Executor -> supervisor: ``ready`` (before any candidate code exists), a setup reply, a :class:`Done` per call.
+
+Everything the executor sends is hostile data. :func:`parse_setup_reply` and :func:`parse_done` turn a frame
+into a typed value or raise :class:`ProtocolViolation`, which the supervisor records as the candidate's
+``crash``; nothing the executor sends can make trusted code raise anything else, and no claim in a frame can
+make a candidate pass: claims can only fail it (a candidate that says it failed is believed, as it could have
+failed anyway).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# Failure categories an executor may claim for itself: a claim only fails the candidate, never passes it.
+CLAIMABLE = ("compile", "runtime", "oom", "crash", "timeout")
+MAX_TEXT = 4000
+
+
+class ProtocolViolation(Exception):
+    """A frame from the executor that is not what the protocol allows (the candidate's ``crash``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSlot:
+    """A tensor's place in lent memory: byte offset, dtype name (``kbenv.sandbox.wire.DTYPES``) and shape."""
+
+    offset: int
+    dtype: str
+    shape: tuple
+
+    def to_wire(self) -> list:
+        return [self.offset, self.dtype, list(self.shape)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the executor builds before its first call: the problem (public), the candidate and its device."""
+
+    problem_source: str
+    overrides: dict
+    candidate_source: str
+    device: str
+    precision: str
+    model_seed: int
+    compile: bool = False  # trusted baseline processes only: wrap the model in torch.compile
+
+    def to_wire(self) -> dict:
+        return {"type": "setup", **dataclasses.asdict(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One forward: inputs already written at ``inputs`` (or literal non-tensor values), outputs to ``outputs``."""
+
+    inputs: tuple  # TensorSlot or a literal (int/float/bool/None)
+    outputs: tuple  # TensorSlot per expected output
+
+    def to_wire(self) -> dict:
+        return {"type": "call",
+                "inputs": [x.to_wire() if isinstance(x, TensorSlot) else {"value": x} for x in self.inputs],
+                "outputs": [o.to_wire() for o in self.outputs]}
+
+
+@dataclasses.dataclass(frozen=True)
+class SetupReply:
+    ok: bool
+    category: str | None = None
+    where: str = ""
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputClaim:
+    """The executor's account of one output it did not write: a wrong type, dtype or shape (a claim that can
+    only fail the candidate). ``None`` claims (the usual case) mean "written": the supervisor then judges the
+    lent memory, not the claim."""
+
+    kind: str  # "type", "dtype" or "shape"
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """A call's reply: per output, None (written) or an :class:`OutputClaim`; or the error the call raised."""
+
+    claims: tuple
+    category: str | None = None
+    error: str = ""
+
+
+def _text(v, limit: int = MAX_TEXT) -> str:
+    return v[-limit:] if isinstance(v, str) else ""
+
+
+def parse_setup_reply(frame: dict) -> SetupReply:
+    if frame.get("type") != "reply":
+        raise ProtocolViolation("the setup reply is not a reply frame")
+    if frame.get("ok") is True:
+        return SetupReply(True)
+    cat = frame.get("category")
+    return SetupReply(False, cat if cat in CLAIMABLE else "runtime", _text(frame.get("where"), 100),
+                      _text(frame.get("error")))
+
+
+def parse_done(frame: dict, n_outputs: int) -> Done:
+    """Validate a ``done`` frame against the call's expected outputs (``n_outputs`` of them)."""
+    if frame.get("type") != "done":
+        raise ProtocolViolation(f"expected a done frame, got {str(frame.get('type'))[:40]!r}")
+    if "error" in frame:
+        cat = frame.get("category")
+        return Done((), cat if cat in CLAIMABLE else "runtime", _text(frame.get("error")))
+    claims = frame.get("claims")
+    if not isinstance(claims, list) or len(claims) > n_outputs + 64:
+        raise ProtocolViolation("the done frame's claims are not a list of the call's outputs")
+    out = []
+    for c in claims:
+        if c is None:
+            out.append(None)
+        elif isinstance(c, list) and len(c) == 2 and c[0] in ("type", "dtype", "shape", "count"):
+            out.append(OutputClaim(c[0], _text(c[1], 200)))
+        else:
+            raise ProtocolViolation("a claim in the done frame is malformed")
+    return Done(tuple(out))

@@ -1,0 +1,131 @@
+"""Trusted inputs and reference outputs, drawn by the supervisor from its own secret and cached on the device.
+
+At bf16/fp16 the reference runs in fp32 on the same (rounded) inputs and weights and is rounded once at the end:
+low-precision PyTorch kernels can be far off (bf16 ``cumsum`` on CUDA is ~25% off float64), and a candidate must
+not be failed for being more accurate than that.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import hmac
+from collections import OrderedDict
+
+import torch
+
+from kbenv.problems import PRECISIONS, Problem, make_inputs, make_model
+
+MODEL_SEED = 42  # public and fixed: the candidate must build the same random weights as the reference
+
+
+class HarnessError(RuntimeError):
+    """A fault of kbenv itself: raised loudly, never converted into a reward."""
+
+
+def nbytes(x) -> int:
+    return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+
+
+class Secret:
+    """The supervisor's secret: every seed of an evaluation is an HMAC of its purpose under it."""
+
+    def __init__(self, key: bytes):
+        self._key = key
+
+    def seed(self, *parts) -> int:
+        msg = "|".join(str(p) for p in parts).encode()
+        return int.from_bytes(hmac.new(self._key, msg, hashlib.sha256).digest()[:8], "big") & ((1 << 62) - 1)
+
+
+@dataclasses.dataclass
+class ProblemState:
+    """A problem at one size and precision: its namespace, reference model and cached reference pairs."""
+
+    problem: Problem
+    size: str
+    precision: str
+    ns: dict
+    model: torch.nn.Module  # the reference (fp32 at low precision)
+    native: torch.nn.Module  # the model at the problem's precision (gives output dtypes)
+    refs: OrderedDict = dataclasses.field(default_factory=OrderedDict)  # (seed, domain) -> (inputs, outputs)
+    out_specs: list | None = None  # (dtype, shape) of each output
+
+
+class References:
+    """Per-(problem, size, precision) reference state with an LRU byte budget for cached pairs."""
+
+    def __init__(self, device: torch.device, budget_bytes: int):
+        self.device = device
+        self.budget = budget_bytes
+        self._states: OrderedDict[tuple, ProblemState] = OrderedDict()
+        self._bytes = 0
+
+    def state(self, problem: Problem, size: str, precision: str) -> ProblemState:
+        key = (problem.id, size, precision)
+        st = self._states.get(key)
+        if st is None:
+            ns = problem.namespace(size)
+            try:
+                native = make_model(ns, "Model", MODEL_SEED, self.device, PRECISIONS[precision])
+            except Exception as e:  # noqa: BLE001
+                raise HarnessError(f"{problem.id}: the reference model could not be built: {e!r}") from e
+            model = native if precision == "fp32" else copy.deepcopy(native).float()
+            st = ProblemState(problem, size, precision, ns, model, native)
+            self._states[key] = st
+        self._states.move_to_end(key)
+        return st
+
+    def inputs(self, st: ProblemState, seed: int, domain: str) -> list:
+        try:
+            return make_inputs(st.ns, seed, domain, self.device, PRECISIONS[st.precision], st.problem.broad_inputs)
+        except Exception as e:  # noqa: BLE001
+            raise HarnessError(f"{st.problem.id}: inputs could not be drawn on domain {domain}: {e!r}") from e
+
+    def pair(self, st: ProblemState, seed: int, domain: str, cache: bool = True) -> tuple[list, list]:
+        """Trusted inputs and reference outputs for a seed and domain."""
+        key = (seed, domain)
+        if key in st.refs:
+            st.refs.move_to_end(key)
+            return st.refs[key]
+        inputs = self.inputs(st, seed, domain)
+        outs = self.outputs(st, inputs, domain)
+        if cache:
+            st.refs[key] = (inputs, outs)
+            self._bytes += sum(nbytes(x) for x in list(inputs) + outs)
+            self._evict()
+        return inputs, outs
+
+    def outputs(self, st: ProblemState, inputs: list, domain: str = "default") -> list:
+        dtype = PRECISIONS[st.precision]
+        up = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() and dtype != torch.float32 else x
+              for x in inputs]
+        try:
+            with torch.no_grad():
+                out = st.model(*up)
+                outs = [o.detach() for o in (out if isinstance(out, (tuple, list)) else [out])]
+                if st.out_specs is None:
+                    nat = st.native(*inputs) if dtype != torch.float32 else out
+                    nat = nat if isinstance(nat, (tuple, list)) else [nat]
+                    st.out_specs = [(o.dtype, tuple(o.shape)) for o in nat]
+                    del nat
+        except Exception as e:  # noqa: BLE001
+            raise HarnessError(f"{st.problem.id}: the reference raised on domain {domain}: {e!r}") from e
+        if dtype != torch.float32:
+            outs = [o.to(d) for o, (d, _) in zip(outs, st.out_specs)]
+        return outs
+
+    def _evict(self) -> None:
+        while self._bytes > self.budget:
+            victim = next((s for s in self._states.values() if s.refs), None)
+            if victim is None:
+                break
+            _, (inp, outs) = victim.refs.popitem(last=False)
+            self._bytes -= sum(nbytes(x) for x in list(inp) + outs)
+
+    def drop_cached(self) -> None:
+        """Free every cached pair (the supervisor needs the memory for a check)."""
+        for st in self._states.values():
+            st.refs.clear()
+        self._bytes = 0

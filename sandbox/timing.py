@@ -1,0 +1,84 @@
+"""Paired timing on the supervisor's clock: candidate and baselines in alternating blocks of calls.
+
+A block is one call per slot of an executor's lent region, each slot holding fresh inputs the supervisor wrote
+just before the block, with the L2 cache evicted by the supervisor after writing them (so every call of the
+block reads cold inputs, as in KernelBench's protocol). The clock starts before the first call is sent and
+stops when the fence returns, so work the executor left queued or running after its replies is counted; the
+block's time over its calls is one per-call figure. Rounds alternate the order (ABBA) of the candidate's block
+and each baseline's block, so both see the same machine state; the speedup is the median over rounds of the
+paired ratio best-baseline / candidate, and rounds continue until its confidence interval is tight or the time
+budget is spent. The candidate's executor is held by the fence (stopped, and on cuda locked by the driver)
+from the end of each of its blocks to the start of its next one, so it cannot run while a baseline is timed.
+
+Nothing here is reported by the executor: the only facts are the supervisor's clock and the lent memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingPlan:
+    """How long to time: warm-up rounds (not counted), then ``min_rounds`` to ``max_rounds`` rounds, stopping
+    early once the paired ratio's relative 95% confidence half-width is at most ``target_rel_ci``, or when
+    ``budget_s`` of wall time has been spent."""
+
+    warmup_rounds: int = 1
+    min_rounds: int = 5
+    max_rounds: int = 60
+    target_rel_ci: float = 0.01
+    budget_s: float = 3.0
+
+    @classmethod
+    def for_device(cls, device: torch.device, **overrides) -> "TimingPlan":
+        base = cls() if device.type == "cuda" else cls(warmup_rounds=1, min_rounds=2, max_rounds=2, budget_s=1.0)
+        return dataclasses.replace(base, **overrides)
+
+
+@dataclasses.dataclass
+class Series:
+    """Per-call seconds of one side, one entry per counted round."""
+
+    name: str
+    per_call_s: list = dataclasses.field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.per_call_s)
+
+
+def median_ci(values: list[float]) -> tuple[float, float]:
+    """Median and the relative half-width of its ~95% confidence interval (1.57 IQR / sqrt(n), as notched
+    box plots use); inf with fewer than 3 values."""
+    med = statistics.median(values)
+    if len(values) < 3 or med <= 0:
+        return med, math.inf
+    q = statistics.quantiles(values, n=4)
+    return med, 1.57 * (q[2] - q[0]) / math.sqrt(len(values)) / med
+
+
+def flush_l2(device: torch.device, _buf={}) -> None:
+    """Evict the L2 with a 256 MiB write of the supervisor's own (KernelBench's flush), outside any block."""
+    if device.type != "cuda":
+        return
+    buf = _buf.get(str(device))
+    if buf is None:
+        buf = _buf[str(device)] = torch.empty(32 * 1024 * 1024, dtype=torch.int64, device=device)
+    buf.fill_(1)
+    torch.cuda.synchronize(device)
+
+
+def time_block(lease, fence, deadline, hold_timeout_s: float) -> float:
+    """One call per slot on the supervisor's clock, fenced; the executor is left held. Seconds per call."""
+    n = len(lease.layout.slots)
+    t0 = time.perf_counter()
+    for k in range(n):
+        lease.call(k, deadline)
+    fence.hold(lease.proc, hold_timeout_s)
+    return (time.perf_counter() - t0) / n
