@@ -83,8 +83,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _sizes() -> tuple[str, ...]:
-    from kbenv import problems
-    return ("auto",) + tuple(getattr(problems, "SIZES", ("small", "full")))
+    from kbenv.step import SIZES
+    return ("auto",) + tuple(SIZES)
 
 
 def _add_config(p: argparse.ArgumentParser, cls) -> None:
@@ -492,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("problems", "list or show problems", "List the registered problems, or show one problem's source, "
             "shapes, op family, invariants and physical floor.", cmd_problems)
-    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION", help="list or show")
     pl = psub.add_parser("list", help="every problem id", description="Every problem id, its op family and name.")
     _common(pl)
     pl.add_argument("--set", choices=["kernelbench", "dlrm"], help="only this problem set (default: both)")

@@ -20,16 +20,21 @@ from kbenv.problems import get_problem
 from kbenv.prompts import extract_code
 from kbenv.sandbox.result import EvalRequest, EvalResult
 
-try:  # the single memory plan of the sandbox (issue 12); absent in older trees
-    from kbenv.sandbox.memplan import MemoryPlanError
+try:  # the single memory plan of the sandbox (issue 12)
+    from kbenv.sandbox.memplan import SIZES, MemoryPlanError
     from kbenv.sandbox.memplan import preflight as _memplan_preflight
-except ImportError:  # pragma: no cover - depends on the sandbox's version
+except ImportError:  # pragma: no cover - a sandbox without a memory plan: nothing to check against
     _memplan_preflight = None
+    SIZES = ("small", "full")
 
     class MemoryPlanError(ValueError):  # type: ignore[no-redef]
-        """Stand-in until ``kbenv.sandbox.memplan`` exists: an evaluation that would not fit in memory."""
+        """Stand-in for ``kbenv.sandbox.memplan.MemoryPlanError``: an evaluation that would not fit in memory."""
 
-__all__ = ["FORMAT_FAILURE_REASON", "MemoryPlanError", "Prepared", "device_type", "evaluate", "prepare",
+        def __init__(self, message: str, plan=None, fitting_size: str | None = None):
+            super().__init__(message)
+            self.plan, self.fitting_size = plan, fitting_size
+
+__all__ = ["FORMAT_FAILURE_REASON", "SIZES", "MemoryPlanError", "Prepared", "device_type", "evaluate", "prepare",
            "preflight", "reply_text", "resolve_device", "resolve_size"]
 
 FORMAT_FAILURE_REASON = "no ```python block defining class ModelNew was found in the reply"

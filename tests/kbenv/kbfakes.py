@@ -53,3 +53,29 @@ class FakePool:
 GOOD = ("```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        return torch.relu(x)\n```")
 BAD = "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 0\n```"
+
+
+class SuiteFakePool(FakePool):
+    """A fake pool that answers the known-bad suite as a sound deployment would (``honest=True``: each case in
+    its first expected category, known-good kernels pass), or passes everything (``honest=False``)."""
+
+    def __init__(self, device: str = "cpu", honest: bool = True, **kwargs):
+        super().__init__(device)
+        from kbenv.agents.scripted import KnownGoodPolicy, known_bad_suite
+        from kbenv.prompts import extract_code
+        self.honest, self.kwargs = honest, kwargs
+        self.cases = {c.source: c for c in known_bad_suite()}
+        good = KnownGoodPolicy()
+        self.goods = {extract_code(good.act({"problem_id": pid})) for pid in good.problems()}
+
+    def evaluate(self, req: EvalRequest) -> EvalResult:
+        res = super().evaluate(req)
+        case = self.cases.get(req.candidate)
+        sound_pass = case is None or (case.expect_sandbox and "pass" in case.expect_sandbox) or \
+            "pass" in case.expected_on(self.device)
+        if not self.honest or sound_pass:
+            res.verdict, res.category, res.correct, res.reward, res.speedup = "pass", None, True, 1.0, 1.0
+        else:
+            res.fail(case.expected_on(self.device)[0], "rejected as expected")
+            res.reward = 0.0
+        return res

@@ -7,11 +7,21 @@ import pytest
 from kbenv.agents.scripted import KnownGoodPolicy
 from kbenv.prompts import extract_code
 
+from kbfakes import GOOD, FakePool, SuiteFakePool
+
 PID = "kernelbench/level1/19"
 
 
 def kbenv(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "kbenv.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def run_main(capsys, *argv):
+    """The CLI in this process: (exit status, stdout, stderr)."""
+    from kbenv.cli import main
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +49,12 @@ def test_eval_candidate_fault_exits_zero(tmp_path):
     assert d["verdict"] == "fail" and d["category"] == "crash" and d["reward"] == 0
 
 
-def test_bad_usage_exits_nonzero(good_file):
-    assert kbenv("eval", "--problem", "no/such/problem", "--kernel", str(good_file)).returncode == 2
-    assert kbenv("frobnicate").returncode == 2
+def test_bad_usage_exits_two_with_one_line_and_no_traceback(good_file):
+    r = kbenv("eval", "--problem", "no/such/problem", "--kernel", str(good_file))
+    assert r.returncode == 2 and "--problem" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = kbenv("frobnicate")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "frobnicate" in r.stderr
 
 
 def test_problems_show():
@@ -49,3 +62,236 @@ def test_problems_show():
     d = json.loads(r.stdout)
     assert d["family"] == "softmax" and d["shapes"]["full"] == [[4096, 393216]] and "class Model" in d["source"]
     assert d["floor"]["float_elements"] == 2 * 4096 * 393216
+
+
+# -- issue 15: a newcomer's edges ---------------------------------------------------------------------------------
+
+def test_version_prints_the_package_version(capsys):
+    import kbenv
+    with pytest.raises(SystemExit) as e:
+        run_main(capsys, "--version")
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"kbenv {kbenv.__version__}"
+
+
+def _subparsers(parser):
+    import argparse
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from ((f"{name} {n}", s) for n, s in _subparsers(sub))
+
+
+def test_every_subcommand_has_a_description_and_every_option_a_help_text():
+    from kbenv.cli import build_parser
+    subs = dict(_subparsers(build_parser()))
+    assert {"demo", "eval", "redteam", "rollout", "report", "export", "profile", "baselines", "audit"} <= set(subs)
+    for name, sub in subs.items():
+        assert sub.description, f"kbenv {name} has no description"
+        for action in sub._actions:
+            assert action.help, f"kbenv {name}: {action.option_strings or action.dest} has no help"
+
+
+def test_option_help_shows_defaults_and_eval_help_lists_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        run_main(capsys, "eval", "--help")
+    out = capsys.readouterr().out
+    assert "(default: amdahl)" in out and "(default: auto)" in out
+    for code in ("0 ", "1 ", "2 ", "141"):
+        assert f"\n  {code}" in out
+    assert "usage or environment mistake" in out and "harness fault" in out
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["eval", "--problem", PID, "--kernel", "/no/such/file.py"], "--kernel /no/such/file.py"),
+    (["eval", "--problem", "kernelbench/level1/999", "--kernel", "GOOD"], "--problem"),
+    (["eval", "--problem", PID, "--kernel", "GOOD", "--limit", "compile"], "--limit"),
+    (["eval", "--problem", PID, "--kernel", "GOOD", "--limit", "link=3"], "--limit"),
+    (["eval", "--problem", PID, "--kernel", "GOOD", "--limit", "trial=abc"], "--limit"),
+    (["audit", "--ids", "abc"], "--ids"),
+    (["rollout", "--policy", "openai", "--problems", PID], "--policy-kwargs"),
+    (["rollout", "--policy", "known-good", "--policy-kwargs", "{not json", "--problems", PID], "--policy-kwargs"),
+    (["rollout", "--policy", "no.such.module:Policy", "--problems", PID], "--policy"),
+    (["rollout", "--policy", "known-good", "--problems", "kernelbench/level1/999"], "--problems"),
+    (["rollout", "--policy", "known-good", "--chat", "tree", "--problems", PID], "--chat"),
+    (["report", "NORUN"], "NORUN"),
+    (["export", "NORUN", "OUT"], "NORUN"),
+    (["project", "NORUN", "--profile", "dlrm_infer"], "NORUN"),
+    (["demo", "--problems", "kernelbench/level1/999"], "--problems"),
+])
+def test_usage_mistakes_exit_two_with_one_line_naming_the_flag_or_file(capsys, tmp_path, good_file, argv, names,
+                                                                        monkeypatch):
+    import kbenv.sandbox.actor as actor
+    monkeypatch.setattr(actor, "EvaluatorPool", lambda **kw: FakePool())
+    argv = [str(good_file) if a == "GOOD" else str(tmp_path / a) if a in ("NORUN", "OUT") else a for a in argv]
+    names = str(tmp_path / names) if names == "NORUN" else names
+    code, out, err = run_main(capsys, *argv)
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and names in err and "Traceback" not in err
+
+
+def test_debug_adds_the_traceback_of_a_usage_error(capsys, tmp_path):
+    code, _, err = run_main(capsys, "report", str(tmp_path / "none"), "--debug")
+    assert code == 2 and "Traceback" in err and "RunNotFound" in err
+
+
+def test_non_utf8_kernel_file_is_named(capsys, tmp_path):
+    k = tmp_path / "latin1.py"
+    k.write_bytes("# caf\xe9\nclass ModelNew: pass\n".encode("latin-1"))
+    code, _, err = run_main(capsys, "eval", "--problem", PID, "--kernel", str(k))
+    assert code == 2 and str(k) in err and "UTF-8" in err and "0xe9" in err
+
+
+def test_cuda_asked_for_without_a_gpu_exits_two(capsys, good_file, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, _, err = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cuda")
+    assert code == 2 and "--device" in err and "no visible CUDA GPU" in err
+
+
+def test_an_unreachable_policy_server_exits_two_in_one_line(capsys, monkeypatch, tmp_path):
+    import socket
+
+    import kbenv.sandbox.actor as actor
+    monkeypatch.setattr(actor, "EvaluatorPool", lambda **kw: FakePool())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    kwargs = json.dumps({"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "max_retries": 0,
+                         "timeout_s": 2})
+    code, _, err = run_main(capsys, "rollout", "--policy", "openai", "--policy-kwargs", kwargs, "--problems", PID,
+                            "--turns", "1", "--out", str(tmp_path / "run"), "--no-progress", "--device", "cpu")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"127.0.0.1:{port}" in err
+
+
+def test_a_harness_fault_exits_one_with_its_traceback(capsys, monkeypatch, good_file):
+    import kbenv.sandbox.supervisor as supervisor
+
+    class Broken:
+        def __init__(self, **kwargs):
+            raise RuntimeError("reference missing")
+    monkeypatch.setattr(supervisor, "Supervisor", Broken)
+    code, _, err = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cpu")
+    assert code == 1 and "Traceback" in err and "reference missing" in err
+
+
+def test_closed_output_pipe_exits_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "kbenv.cli", "problems", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before kbenv writes (as `| head` after its lines)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_eval_limit_flags_reach_the_supervisor(capsys, monkeypatch, good_file):
+    import kbenv.sandbox.supervisor as supervisor
+    seen = {}
+
+    class Recording:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+        def evaluate(self, req):
+            return FakePool().evaluate(req)
+
+        def close(self):
+            seen["closed"] = True
+    monkeypatch.setattr(supervisor, "Supervisor", Recording)
+    code, out, _ = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cpu",
+                            "--limit", "compile=30", "--limit", "timing=90.5", "--limit", "trial=5", "--json")
+    assert code == 0 and json.loads(out)["problem"] == PID
+    assert seen["limits"] == {"compile_s": 30.0, "timing_s": 90.5, "trial_s": 5.0} and seen["closed"]
+
+
+def test_memory_preflight_refusal_exits_two_naming_the_size(capsys, monkeypatch, good_file):
+    from kbenv import step
+
+    def refuse(problem, size, precision, device):
+        raise step.MemoryPlanError(f"{problem.id} at size {size} needs 31.0 GiB, this device has 24.0 GiB; "
+                                   "use --size medium", None, "medium")
+    monkeypatch.setattr(step, "_memplan_preflight", refuse)
+    code, _, err = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cpu",
+                            "--size", "full")
+    assert code == 2 and "use --size medium" in err and len(err.strip().splitlines()) == 1
+    from kbenv.env import KernelEnv
+    with pytest.raises(step.MemoryPlanError, match="medium"):
+        KernelEnv(problems=[PID], evaluator=FakePool(), size="full")
+    assert issubclass(step.MemoryPlanError, ValueError)
+
+
+def _patch_pool(monkeypatch, factory):
+    import kbenv.sandbox.actor as actor
+    made = []
+
+    def make(**kwargs):
+        made.append(kwargs)
+        pool = factory(kwargs.get("device", "cpu"))
+        pool.kwargs = kwargs
+        return pool
+    monkeypatch.setattr(actor, "EvaluatorPool", make)
+    return made
+
+
+def test_redteam_prints_expected_and_got_and_exits_zero_when_all_match(capsys, monkeypatch):
+    made = _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=True))
+    code, out, err = run_main(capsys, "redteam", "--device", "cpu", "--sandbox", "bwrap", "--limit", "trial=7",
+                              "--only", "kernelbench/level1/23:")
+    assert code == 0, out + err
+    assert made[0]["config"] == {"sandbox": "bwrap", "limits": {"trial_s": 7.0}}
+    assert "expected" in out and "got" in out and "0 mismatches" in out and "kernelbench/level1/23:" in out
+    assert "redteam" in err  # the progress bar
+
+
+def test_redteam_exits_three_on_a_mismatch(capsys, monkeypatch):
+    _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=False))
+    code, out, _ = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress")
+    assert code == 3 and "MISMATCH" in out
+
+
+def test_rollout_evaluators_and_limits_reach_the_pool(capsys, monkeypatch, tmp_path):
+    made = _patch_pool(monkeypatch, lambda d: FakePool(d))
+    code, out, err = run_main(capsys, "rollout", "--policy", "known-good", "--problems", PID, "--turns", "1",
+                              "--evaluators", "3", "--limit", "compile=11", "--out", str(tmp_path / "r"),
+                              "--device", "cpu", "--no-progress")
+    assert code == 0, err
+    assert made[0]["n"] == 3 and made[0]["config"] == {"limits": {"compile_s": 11.0}}
+
+
+def test_demo_problems_narrow_both_parts_and_both_are_saved(capsys, monkeypatch, tmp_path):
+    from kbenv.records import read_records
+    _patch_pool(monkeypatch, lambda d: SuiteFakePool(d))
+    out_dir = tmp_path / "demo"
+    code, out, err = run_main(capsys, "demo", "--problems", "kernelbench/level1/23", "--out", str(out_dir),
+                              "--device", "cpu")
+    assert code == 0, err
+    good, bad = read_records(out_dir / "known-good"), read_records(out_dir / "known-bad")
+    assert [r["problem"] for r in good] == ["kernelbench/level1/23"]
+    assert len(bad) >= 3 and {r["problem"] for r in bad} == {"kernelbench/level1/23"}
+    suite = json.loads((out_dir / "known-bad" / "suite.json").read_text())
+    assert {r["candidate"].rsplit(":", 1)[0] for r in suite["rows"]} == {"kernelbench/level1/23"}
+    assert "rollout evaluations" in err and "known-bad suite" in err  # both progress bars
+    code, out, _ = run_main(capsys, "report", str(out_dir / "known-bad"))
+    assert code == 0 and "failure" in out.lower()
+
+
+def test_export_carries_texts_and_verified_only_writes_sft_rows(capsys, monkeypatch, tmp_path):
+    _patch_pool(monkeypatch, lambda d: FakePool(d))
+    run = tmp_path / "run"
+    from kbenv.rollout import RolloutConfig, run_rollout
+    from kbenv.agents.scripted import EchoPolicy
+    run_rollout(RolloutConfig(problems=PID, turns=1, out=str(run), progress=False, device="cpu"),
+                pool=FakePool(), policy=EchoPolicy("prose first\n" + GOOD))
+    run_rollout(RolloutConfig(problems="kernelbench/level1/21", turns=1, out=str(tmp_path / "r2"), progress=False,
+                              device="cpu"), pool=FakePool(), policy=EchoPolicy("no code"))
+    code, _, _ = run_main(capsys, "export", str(run), str(tmp_path / "all.jsonl"))
+    rec = json.loads((tmp_path / "all.jsonl").read_text().splitlines()[0])
+    assert code == 0 and rec["texts"]["reply"] == "prose first\n" + GOOD
+    assert rec["texts"]["candidate"].startswith("import torch") and "texts_zlib" not in rec
+    assert rec["texts"]["messages"][1]["role"] == "user" and "class Model" in rec["texts"]["messages"][1]["content"]
+    code, out, _ = run_main(capsys, "export", str(run), str(tmp_path / "sft.jsonl"), "--verified-only")
+    row = json.loads((tmp_path / "sft.jsonl").read_text())
+    assert code == 0 and "1 prompt/completion rows" in out
+    assert row["prompt"][0]["role"] == "system" and row["completion"] == [
+        {"role": "assistant", "content": "prose first\n" + GOOD}] and row["problem_id"] == PID
+    code, out, _ = run_main(capsys, "export", str(tmp_path / "r2"), str(tmp_path / "none.jsonl"), "--verified-only")
+    assert code == 0 and (tmp_path / "none.jsonl").read_text() == ""
