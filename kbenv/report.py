@@ -45,6 +45,7 @@ __all__ = [
     "summarize",
     "format_report",
     "plot_speedups",
+    "speedup_figure",
     "final_results",
     "best_results",
 ]
@@ -394,24 +395,27 @@ def format_report(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_speedups(
+def _times_label(x: float, _pos=None) -> str:
+    return f"{x:g}\u00d7"
+
+
+def speedup_figure(
     records: Iterable[Mapping[str, Any]],
-    path: str | os.PathLike,
     *,
     problems: Iterable[str] | Mapping[str, str] | None = None,
     view: str = "final",
-) -> Path:
-    """Save a PNG histogram of log2 speedups of verified-correct (verdict pass) results, with a line at 1x.
+):
+    """The report's figure (a matplotlib ``Figure``, no pyplot state): two panels side by side.
 
-    ``view`` is ``"final"`` or ``"best"`` (as in :func:`summarize`); ``problems`` filters as there. Needs
-    matplotlib (only imported here); :func:`format_report` carries a text histogram for when it is absent.
-    Returns the path written.
+    Left: verified-correct (verdict pass) speedups as a histogram on a log axis labelled in × (0.5×, 1×, 2×),
+    with a dashed line at 1×. Right: failed results by category (horizontal bars, most frequent on top). The
+    legend sits below the panels, clear of the data. ``view`` and ``problems`` are as in :func:`summarize`.
     """
     if view not in ("final", "best"):
         raise ValueError(f"view must be 'final' or 'best', got {view!r}")
     try:
         from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator
+        from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
     except ImportError as exc:
         raise ImportError(
             "plot_speedups needs matplotlib (pip install 'matplotlib==3.10.*'); "
@@ -419,33 +423,68 @@ def plot_speedups(
         ) from exc
 
     summary = summarize(records, problems)
-    bins = summary[view]["log2_histogram"]
-    out = Path(path)
+    figures = summary[view]
+    bins = figures["log2_histogram"]
+    failures = figures["failure_categories"]
 
-    # A Figure without pyplot: no global backend or figure state is touched.
     fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
+    grid = fig.add_gridspec(1, 2, width_ratios=(3, 2))
+    ax = fig.add_subplot(grid[0])
+    fail_ax = fig.add_subplot(grid[1])
     if bins:
-        ax.bar(
-            [b["lo_log2"] for b in bins],
-            [b["count"] for b in bins],
-            width=HISTOGRAM_BIN_LOG2,
-            align="edge",
-            edgecolor="black",
-        )
+        ax.bar([b["lo_x"] for b in bins], [b["count"] for b in bins],
+               width=[b["hi_x"] - b["lo_x"] for b in bins], align="edge", edgecolor="black", color="tab:blue",
+               label="verified-correct results")
+        lo, hi = min(bins[0]["lo_x"], 0.5), max(bins[-1]["hi_x"], 2.0)
+        ax.set_ylim(0, max(b["count"] for b in bins) * 1.15)
     else:
         ax.text(0.5, 0.5, "no verified-correct results", transform=ax.transAxes, ha="center", va="center")
-    ax.axvline(0.0, color="red", linestyle="--", label="1x (baseline)")
-    ax.set_xlabel("log2 speedup over baseline")
+        lo, hi = 0.5, 2.0
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(lo, hi)
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_major_formatter(FuncFormatter(_times_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.axvline(1.0, color="red", linestyle="--", label="1\u00d7 (baseline)")
+    ax.set_xlabel("speedup over baseline (log scale)")
     ax.set_ylabel("results")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    title = f"Verified-correct speedups ({view} turn, n={sum(b['count'] for b in bins)})"
+    n_pass = sum(b["count"] for b in bins)
+    title = f"Verified speedups ({view} turn, n={n_pass})"
     if summary["speedup_basis"] == "cpu-interpreter":
         title += "\nCPU-interpreter timings, not GPU figures"
     elif summary["speedup_basis"] == "mixed":
         title += "\nWARNING: mixes GPU and CPU-interpreter timings"
-    ax.set_title(title)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(out, format="png")
+    ax.set_title(title, fontsize=9)
+
+    if failures:
+        names = list(failures)[::-1]  # most frequent on top
+        fail_ax.barh(names, [failures[n] for n in names], color="tab:orange", edgecolor="black")
+        fail_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fail_ax.tick_params(axis="y", labelsize=8)
+    else:
+        fail_ax.text(0.5, 0.5, "no failures", transform=fail_ax.transAxes, ha="center", va="center")
+        fail_ax.set_yticks([])
+    fail_ax.set_xlabel("results")
+    fail_ax.set_title(f"Failures by category (n={sum(failures.values())})", fontsize=9)
+
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))  # the bottom strip is the legend's
+    return fig
+
+
+def plot_speedups(
+    records: Iterable[Mapping[str, Any]],
+    path: str | os.PathLike,
+    *,
+    problems: Iterable[str] | Mapping[str, str] | None = None,
+    view: str = "final",
+) -> Path:
+    """Save :func:`speedup_figure` as a 700x400 PNG and return the path written.
+
+    Needs matplotlib (only imported here); :func:`format_report` carries a text histogram for when it is absent.
+    """
+    out = Path(path)
+    speedup_figure(records, problems=problems, view=view).savefig(out, format="png")
     return out

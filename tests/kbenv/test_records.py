@@ -305,3 +305,56 @@ def test_metadata_keeps_created_and_updates_updated(tmp_path, monkeypatch):
     assert read_metadata(tmp_path / "run")["created"] == 1000.0
     with pytest.raises(FileNotFoundError):
         read_metadata(tmp_path / "other")
+
+
+# -- complete records (issue 15) ------------------------------------------------------------------------------
+
+TEXTS = {"messages": [{"role": "system", "content": "be fast"}, {"role": "user", "content": "x" * 5000}],
+         "reply": "here:\n```python\nclass ModelNew: ...\n```", "candidate": "class ModelNew: ...\n"}
+
+
+def test_a_record_keeps_its_texts_compressed_and_reads_them_back(tmp_path):
+    r = make_record(eval_result(), run_id="r", policy="p", episode=0, turn=0, texts=TEXTS)
+    assert isinstance(r[rec.TEXTS_FIELD], bytes) and len(r[rec.TEXTS_FIELD]) < 1000  # 5 kB prompt compressed
+    with RecordWriter(tmp_path) as w:
+        w.write(r)
+        w.write(record(turn=1))
+    back = read_records(tmp_path)
+    assert rec.record_texts(back[0]) == TEXTS and rec.record_texts(back[1]) == {}
+
+
+def test_export_decodes_texts_and_verified_only_keeps_passing_turns_as_prompt_completion(tmp_path):
+    with RecordWriter(tmp_path / "run") as w:
+        w.write(make_record(eval_result(), run_id="r", policy="p", episode=0, turn=0, texts=TEXTS))
+        w.write(make_record(eval_result(verdict="fail", speedup=None), run_id="r", policy="p", episode=1, turn=0,
+                            texts=TEXTS))
+        w.write(record(episode=2))  # passing, but no texts: nothing to train on
+    assert export_jsonl(tmp_path / "run", tmp_path / "all.jsonl") == 3
+    lines = [json.loads(x) for x in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert lines[0]["texts"] == TEXTS and rec.TEXTS_FIELD not in lines[0] and "texts" not in lines[2]
+    assert export_jsonl(tmp_path / "run", tmp_path / "sft.jsonl", verified_only=True) == 1
+    row = json.loads((tmp_path / "sft.jsonl").read_text())
+    assert row["prompt"] == TEXTS["messages"]
+    assert row["completion"] == [{"role": "assistant", "content": TEXTS["reply"]}]
+    assert row["problem_id"] == "kernelbench/level1/19" and row["speedup"] == 1.25
+
+
+def test_completed_keys_can_count_only_finished_episodes(tmp_path):
+    with RecordWriter(tmp_path) as w:
+        for episode, done in ((0, True), (1, False)):
+            r = record(episode=episode)
+            r["episode_done"] = done
+            w.write(r)
+    assert completed_keys(tmp_path, ("problem", "episode", "sample"), done_field="episode_done") == {
+        ("kernelbench/level1/19", 0, 0)}
+
+
+def test_require_run_names_a_missing_run(tmp_path):
+    from kbenv.errors import RunNotFound
+    with pytest.raises(RunNotFound, match="does not exist"):
+        rec.require_run(tmp_path / "nope")
+    with pytest.raises(RunNotFound, match="holds no records.msgpack"):
+        rec.require_run(tmp_path)
+    with RecordWriter(tmp_path) as w:
+        w.write(record())
+    assert rec.require_run(tmp_path) == tmp_path

@@ -230,3 +230,20 @@ def test_no_pace_when_all_records_share_one_time(run_records):
     s = summarize(run_records, PROBLEMS)  # time_s=0.0 on every record
     assert s["pace"] is None
     assert "Pace:" not in format_report(s)
+
+
+def test_plot_shows_speedups_on_a_log_axis_in_times_and_failures_beside_them(run_records):
+    from kbenv.report import speedup_figure
+    fig = speedup_figure(run_records, problems=PROBLEMS)
+    speed_ax, fail_ax = fig.axes
+    assert speed_ax.get_xscale() == "log"
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in speed_ax.get_xticklabels() if t.get_text()]
+    assert "1\u00d7" in ticks and "2\u00d7" in ticks and all(t.endswith("\u00d7") for t in ticks)
+    fails = summarize(run_records, PROBLEMS)["final"]["failure_categories"]
+    assert [t.get_text() for t in fail_ax.get_yticklabels()] == list(fails)[::-1]
+    assert [round(p.get_width()) for p in fail_ax.patches] == list(fails.values())[::-1]
+    # the legend sits outside both panels: it overlaps no bar
+    legend = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert not legend.overlaps(ax.get_window_extent())
