@@ -76,13 +76,11 @@ class Evaluator:
                 "node_id": self.placement["node_id"], "host": self.placement["host"],
                 "sandbox": self.sup.sandbox, "pid": os.getpid()}
 
-    def warm(self, problem: str, size: str, precision: str | None = None) -> dict:
-        """Build the reference and baselines of a problem ahead of the first candidate."""
+    def warm(self, problem: str, size: str, precision: str | None = None) -> None:
+        """Build a problem's reference ahead of its first candidate (``Supervisor.warm``)."""
         from kbenv.problems import get_problem
         p = get_problem(problem)
-        prec = precision or p.precision_default
-        self.sup._state(p, size, prec)
-        return self.sup.baselines.get(p, size, prec)
+        self.sup.warm(p, size, precision or p.precision_default)
 
     def close(self) -> None:
         self.sup.close()
