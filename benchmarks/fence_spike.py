@@ -293,6 +293,13 @@ def spin():
     x = 0
     while not stop[0]:
         x += 1
+def mm_loop(n):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    while not stop[0]:
+        for _ in range(4):
+            c = a @ b
+        torch.cuda.synchronize()
 def launcher(cycles):
     while not stop[0]:
         torch.cuda._sleep(cycles)
@@ -337,6 +344,13 @@ while True:
             stop[0] = False
             th = threading.Thread(target=launcher, args=(int(m["cycles"]),), daemon=True); th.start(); threads.append(th)
             send({"ok": 1})
+        elif op == "mm_thread":
+            stop[0] = False
+            th = threading.Thread(target=mm_loop, args=(int(m["n"]),), daemon=True); th.start(); threads.append(th)
+            send({"ok": 1})
+        elif op == "selfstop":
+            send({"ok": 1}); os.kill(os.getpid(), signal.SIGSTOP)
+            send({"resumed": time.monotonic()})
         elif op == "stop_threads":
             stop[0] = True
             for th in threads:
@@ -1215,54 +1229,7 @@ def step(d: dict, key: str, fn) -> None:
 def part_lock_adversarial():
     if DRV is None or not DRV.has.get("cuCheckpointProcessLock"):
         return
-    # 1. a SIGSTOPped child: idle; with a 1 s kernel queued; stopped while locked
-    c = spawn("stopme")
-    pid = c.host_pid
-    d: dict = {}
-
-    def idle_stopped():
-        os.kill(pid, signal.SIGSTOP)
-        time.sleep(0.1)
-        rc, dt = lock_rc(pid, 2000, 8)
-        out = {"rc": rc, "s": round(dt, 4), "state": DRV.state(pid)}
-        if rc == "CUDA_SUCCESS":
-            out["unlock_while_stopped"] = DRV.err(DRV.unlock(pid)[0])
-        return out
-
-    step(d, "idle_stopped_lock_timeout2000", idle_stopped)
-    os.kill(pid, signal.SIGCONT)
-    time.sleep(0.1)
-    step(d, "check_after_cont_1", lambda: c.call({"op": "check"}, 20))
-
-    def busy_stopped():
-        r = c.call({"op": "sleep", "cycles": int(calibrate(c) * 1.0)}, 20)
-        os.kill(pid, signal.SIGSTOP)
-        rc, dt = lock_rc(pid, 5000, 10)
-        out = {"rc": rc, "s": round(dt, 4), "after_launch_s": round(time.monotonic() - r["t_after_launch"], 4),
-               "state": DRV.state(pid)}
-        if rc == "CUDA_SUCCESS":
-            out["unlock_while_stopped"] = DRV.err(DRV.unlock(pid)[0])
-        return out
-
-    step(d, "busy_1s_kernel_stopped_lock_timeout5000", busy_stopped)
-    os.kill(pid, signal.SIGCONT)
-    time.sleep(0.1)
-    step(d, "check_after_cont_2", lambda: c.call({"op": "check"}, 20))
-
-    def locked_then_stopped():
-        rc1 = DRV.err(DRV.lock(pid, 2000)[0])
-        os.kill(pid, signal.SIGSTOP)
-        urc = timed_call(DRV.unlock, pid, limit=8)
-        return {"lock": rc1, "unlock_while_stopped": DRV.err(urc[0]) if isinstance(urc[0], int) else urc,
-                "state": DRV.state(pid)}
-
-    step(d, "lock_then_sigstop_then_unlock", locked_then_stopped)
-    os.kill(pid, signal.SIGCONT)
-    time.sleep(0.1)
-    step(d, "check_after_cont_3", lambda: c.call({"op": "check"}, 20))
-    record("lock.adversarial.sigstop", d)
-    stop_child(c)
-    # 2. a child that blocks every blockable signal in all its threads (mask set before CUDA starts)
+    # a child that blocks every blockable signal in all its threads (mask set before CUDA starts)
     c = spawn("sigblock")
     pid = c.host_pid
     d = {}
@@ -1296,6 +1263,149 @@ def part_lock_adversarial():
             record("lock.adversarial.parent_cuda_after_kill", float(torch.arange(10, device="cuda").sum()))
     except Exception as e:  # noqa: BLE001
         record("lock.adversarial.parent_cuda_after_kill", repr(e))
+
+
+def part_lock_stopped(release: str):
+    """A SIGSTOPped child (it can stop itself): does Lock(timeoutMs=2000) return? Does it block the caller's other
+    checkpoint calls (GetState / Lock of a healthy child)? Does SIGCONT or SIGKILL of the child release it?
+    Run each release mode in its own process: a hung driver call cannot be cancelled."""
+    if DRV is None or not DRV.has.get("cuCheckpointProcessLock"):
+        return
+    healthy = spawn("healthy")
+    c = spawn("selfstopper")
+    pid = c.host_pid
+    d: dict = {"release": release}
+    d["selfstop_ack"] = c.call({"op": "selfstop"}, 10)
+    time.sleep(0.2)
+    with open(f"/proc/{pid}/stat") as f:
+        d["child_proc_state"] = f.read().split(")")[1].split()[0]
+    box: dict = {}
+
+    def locker():
+        t = time.monotonic()
+        rc, dt = DRV.lock(pid, 2000)
+        box["rc"], box["returned_at"] = DRV.err(rc), time.monotonic()
+
+    t0 = time.monotonic()
+    th = threading.Thread(target=locker, daemon=True)
+    th.start()
+    th.join(5.0)
+    d["lock_returned_within_5s"] = not th.is_alive()
+    # while it is stuck (or not): other checkpoint calls of this process, on a healthy child
+    d["healthy_state_during"] = timed_call(DRV.state, healthy.host_pid, limit=3)
+    d["healthy_lock_during"] = timed_call(DRV.lock, healthy.host_pid, 1000, limit=3)
+    if isinstance(d["healthy_lock_during"][0], int) and d["healthy_lock_during"][0] == 0:
+        DRV.unlock(healthy.host_pid)
+    # and a fresh process's view (another supervisor process): GetState of the healthy child
+    try:
+        r = subprocess.run([sys.executable, "-c", "import ctypes,sys; l=ctypes.CDLL('libcuda.so.1'); l.cuInit(0); s=ctypes.c_int(-1); "
+                            "rc=l.cuCheckpointProcessGetState(int(sys.argv[1]), ctypes.byref(s)); print(rc, s.value)", str(healthy.host_pid)],
+                           capture_output=True, text=True, timeout=10)
+        d["healthy_state_from_other_process"] = (r.stdout + r.stderr).strip()[-300:]
+    except subprocess.TimeoutExpired:
+        d["healthy_state_from_other_process"] = "HUNG (10 s)"
+    t_rel = time.monotonic()
+    if release == "cont":
+        os.kill(pid, signal.SIGCONT)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    th.join(15.0)
+    d["lock_returned_after_release"] = not th.is_alive()
+    if "rc" in box:
+        d["lock_rc"] = box["rc"]
+        d["lock_returned_s_after_call"] = round(box["returned_at"] - t0, 3)
+        d["lock_returned_s_after_release"] = round(box["returned_at"] - t_rel, 3)
+    if release == "cont":
+        d["state_after"] = timed_call(DRV.state, pid, limit=3)
+        if d.get("lock_rc") == "CUDA_SUCCESS":
+            d["unlock"] = DRV.err(DRV.unlock(pid)[0])
+        try:
+            d["child_resumed_frame"] = recv(c.rfd, 5)
+            d["check_after"] = c.call({"op": "check"}, 10)
+        except Exception as e:  # noqa: BLE001
+            d["check_after"] = repr(e)
+    else:
+        try:
+            c.p.wait(10)
+            d["child_reaped_rc"] = c.p.returncode
+        except subprocess.TimeoutExpired:
+            d["child_reaped_rc"] = "not reaped in 10 s"
+    d["healthy_lock_after"] = timed_call(DRV.lock, healthy.host_pid, 1000, limit=5)
+    if isinstance(d["healthy_lock_after"][0], int) and d["healthy_lock_after"][0] == 0:
+        d["healthy_unlock_after"] = DRV.err(DRV.unlock(healthy.host_pid)[0])
+    record(f"lock.stopped_child.release_{release}", d)
+    stop_child(healthy)
+
+
+def part_lock_blocking():
+    """Which CUDA calls of a locked child block until Unlock?"""
+    if DRV is None or not DRV.has.get("cuCheckpointProcessLock"):
+        return
+    c = spawn("blocking")
+    pid = c.host_pid
+    cyc = int(calibrate(c) * 0.01)
+    d = {}
+    for label, msg in (("event_query", None), ("launch_sleep_kernel", {"op": "sleep", "cycles": cyc}),
+                       ("device_synchronize", {"op": "sync"}), ("alloc_launch_copy_to_host", {"op": "check"})):
+        if msg is None:
+            c.call({"op": "sleep", "cycles": cyc}, 10)
+            c.call({"op": "sync"}, 10)
+            msg = {"op": "query"}
+        rc, dt = DRV.lock(pid, 5000)
+        send(c.wfd, msg)
+        try:
+            r = recv(c.rfd, 0.5)
+            blocked = False
+        except TimeoutError:
+            r, blocked = None, True
+        t_un = time.monotonic()
+        urc, _ = DRV.unlock(pid)
+        if r is None:
+            r = recv(c.rfd, 10)
+        t_rep = time.monotonic()
+        d[label] = {"lock": DRV.err(rc), "blocked_while_locked": blocked, "unlock": DRV.err(urc),
+                    "reply_s_after_unlock": round(t_rep - t_un, 5) if blocked else None}
+    c.call({"op": "sync"}, 10)
+    record("lock.which_calls_block", d)
+    stop_child(c)
+
+
+def part_timeslice():
+    """Parent times 10 bf16 8192^3 matmuls: GPU idle, child running matmuls, child locked (quiesced?)."""
+    import torch
+
+    if not torch.cuda.is_available() or DRV is None:
+        return
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def mm_ms(reps=3):
+        out = []
+        for _ in range(reps):
+            s_, e_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s_.record()
+            for _ in range(10):
+                a @ b
+            e_.record()
+            e_.synchronize()
+            out.append(round(s_.elapsed_time(e_), 2))
+        return out
+
+    mm_ms(2)
+    d = {"idle_gpu_ms_10mm": mm_ms()}
+    c = spawn("mmchild")
+    pid = c.host_pid
+    c.call({"op": "mm_thread", "n": 8192}, 30)
+    time.sleep(0.5)
+    d["child_busy_ms_10mm"] = mm_ms()
+    rc, dt = DRV.lock(pid, 10000)
+    d["lock"], d["lock_s"] = DRV.err(rc), round(dt, 4)
+    d["child_locked_ms_10mm"] = mm_ms()
+    d["unlock"] = DRV.err(DRV.unlock(pid)[0])
+    d["child_busy_again_ms_10mm"] = mm_ms()
+    d["stop"] = c.call({"op": "stop_threads"}, 30)
+    record("timeslice.matmul", d)
+    stop_child(c)
 
 
 # ---- pipe round trips (part b)
@@ -1468,7 +1578,14 @@ def main() -> None:
     run_part("sandbox_rlimit", part_rlimit, 40)
     run_part("sandbox_cgroup", part_cgroup, 40)
     run_part("ipc_plain", part_ipc_plain, 20)
-    run_part("lock_adversarial", part_lock_adversarial, 45)  # last: a hung driver call cannot block the rest
+    run_part("lock_blocking", part_lock_blocking, 30)
+    run_part("timeslice", part_timeslice, 30)
+    run_part("lock_adversarial", part_lock_adversarial, 45)
+    # opt-in only (--parts): a SIGSTOPped child can hang cuCheckpointProcessLock beyond its timeout (seen on the
+    # H200), so each release mode runs in its own process
+    if args.parts:
+        run_part("lock_stopped_cont", lambda: part_lock_stopped("cont"), 75)
+        run_part("lock_stopped_kill", lambda: part_lock_stopped("kill"), 75)
     record("finished_s", round(time.monotonic() - T_START, 1))
     for p in CHILDREN:
         kill_child(p)
