@@ -31,6 +31,9 @@ for stage in "$@"; do
   case $stage in
     tests) timeout 150 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
+    trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
+             --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
+             --out "$OUT/trusted.json" > "$OUT/trusted.log" 2>&1 ;;
     bench) timeout 150 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" --spares ${SPARES:-1} \
              --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the

@@ -144,6 +144,8 @@ def judge_checks(per_trial: list[tuple[str, list]], timing: dict | None = None,
         first = _first(official_failed)
     elif broad_failed:
         c = _first(broad_failed)
+        if c.category == "mutation":  # writing into an input is that, on whatever domain it shows
+            return Verdict(all_checks, False, "mutation", f"{c.name} failed: {_fmt(c)}")
         return Verdict(all_checks, False, "distribution",
                        f"right on the official inputs but wrong on a broader domain: {c.name} {_fmt(c)}")
     else:

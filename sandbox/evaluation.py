@@ -182,7 +182,8 @@ class Evaluation:
                 self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
                 inputs, refs = self.official
                 outs, _ = self._one_call(lease, 0, inputs, PATTERN_A, Deadline("decoy", self.sup.limits["trial_s"]))
-                v = judge([Trial("default", inputs, refs, outs, None, [{}] * len(outs), PATTERN_A, PATTERN_B)],
+                v = judge([Trial("default", inputs, refs, outs, None, [{"type": "torch.Tensor"}] * len(outs), PATTERN_A,
+                                 PATTERN_B)],
                           self.precision, self.problem.invariants, self.problem.tolerance)
                 out["noop_correct"] = v.correct
             except CandidateFault as f:

@@ -57,13 +57,13 @@ GOOD_19 = KERNEL.replace("MODE_VALUE", "0")
 
 
 def test_outputs_travel_through_lent_device_memory(cache_dir):
-    """On CUDA the worker maps a device buffer the supervisor lent (probe checked at start-up), and a full-size
-    output (6 GiB for problem 19) is judged from the supervisor's own copy of it."""
+    """On CUDA the executor maps device memory the supervisor lent; a full-size output (6 GiB for problem 19) is
+    judged from the supervisor's own copy of it, read after the driver's process-lock fence."""
     from kbenv.sandbox.supervisor import Supervisor
     sup = Supervisor(device="cuda", cache_dir=cache_dir)
     try:
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full", measure_time=False))
-        assert sup.devshare is True, sup.devshare_reason
+        assert r.facts["fence"] in ("cuda_process_lock", "idle_probe")
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         # A candidate that returns what the lent buffer held (zeros, never anything of the supervisor's) fails.
         zeros = GOOD_19.replace("return y", "return torch.zeros_like(y)")

@@ -45,94 +45,69 @@ def test_stdout_flood_decides_nothing(supervisor):
 
 
 def _oom_case(monkeypatch, free_bytes):
-    """Supervisor._oom_verdict with the device memory query faked (the decision is what is tested here; the
-    real path runs on the GPU machine)."""
-    import types
-
+    """Supervisor.oom_verdict with the device memory query faked (the decision is what is tested here; the
+    CUDA case itself runs on the GPU machine)."""
     import torch
-
-    from kbenv.sandbox.supervisor import Supervisor
     sup = Supervisor.__new__(Supervisor)
     sup.device = torch.device("cuda", 0)
-    disposed = []
-    monkeypatch.setattr(Supervisor, "_dispose", staticmethod(lambda w: disposed.append(w)))
+
+    class Refs:
+        def drop_cached(self):
+            pass
+    sup.refs = Refs()
+    killed = []
+
+    class Proc:
+        def kill(self):
+            killed.append(True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free_bytes, 140 << 30))
-    out = torch.empty(1 << 20, dtype=torch.uint8)  # a 1 MiB reference output
-    st = types.SimpleNamespace(refs={("seed", "default"): ([], [out])})
-    return sup, st, disposed
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free_bytes, 80 << 30))
+    return sup, Proc(), killed
 
 
-def test_supervisor_oom_with_memory_back_after_killing_the_worker_is_the_candidates(monkeypatch):
-    sup, st, disposed = _oom_case(monkeypatch, free_bytes=100 << 30)
-    fault = sup._oom_verdict("worker", st, RuntimeError("CUDA out of memory"))
-    assert disposed == ["worker"]
-    assert fault.category == "oom" and "held so much GPU memory" in fault.reason
+def test_supervisor_oom_with_memory_back_after_killing_the_executor_is_the_candidates(monkeypatch):
+    sup, proc, killed = _oom_case(monkeypatch, 60 << 30)
+    fault = sup.oom_verdict(proc, RuntimeError("CUDA out of memory"))
+    assert killed and fault.category == "oom"
 
 
 def test_supervisor_oom_without_memory_back_is_a_harness_error(monkeypatch):
-    from kbenv.sandbox.supervisor import HarnessError
-    sup, st, _ = _oom_case(monkeypatch, free_bytes=1 << 30)
-    with pytest.raises(HarnessError):
-        sup._oom_verdict("worker", st, RuntimeError("CUDA out of memory"))
+    sup, proc, killed = _oom_case(monkeypatch, 1 << 20)
+    with pytest.raises(HarnessError, match="no candidate process alive"):
+        sup.oom_verdict(proc, RuntimeError("CUDA out of memory"))
+    assert killed
 
 
-def _proc_state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    return stat[stat.rindex(")") + 2]
-
-
-def test_spare_worker_is_stopped_during_the_timing_phase(supervisor, monkeypatch):
-    """Nothing of the next worker (its imports, its warm-up) runs while a candidate is being timed."""
-    from kbenv.sandbox import supervisor as S
-    seen = []
-    timed = S.Supervisor._time
-
-    def spy(self, req, w, st, precision):
-        # A process in uninterruptible sleep (reading a file) stops when that read returns: poll briefly.
-        deadline = time.monotonic() + 5
-        while True:
-            states = {pid: _proc_state(pid) for pid in S._process_tree(self._spare.proc.pid)}
-            if set(states.values()) <= {"T", "Z"} or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        seen.append(states)
-        return timed(self, req, w, st, precision)
-
-    monkeypatch.setattr(S.Supervisor, "_time", spy)
-    res = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD))
-    assert res.verdict == "pass", res.reason
-    assert len(seen) == 1 and seen[0] and set(seen[0].values()) <= {"T", "Z"}, seen
-    assert res.facts["spare_paused"] >= 1
-    spare = supervisor._spare
-    assert "T" not in {_proc_state(p) for p in S._process_tree(spare.proc.pid)}  # resumed after timing
-    monkeypatch.setattr(S.Supervisor, "_time", timed)
-    assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"  # it becomes the worker
-
-
-def test_two_spares_stay_ready_are_paused_in_timing_and_are_gone_after_close(cache_dir, monkeypatch):
-    from kbenv.sandbox import supervisor as S
-    sup = S.Supervisor(device="cpu", cache_dir=cache_dir, spares=2, limits={"spawn_s": 30})
-    seen = []
-    timed = S.Supervisor._time
-
-    def spy(self, req, w, st, precision):
-        seen.append([s.proc.pid for s in self._spares])
-        return timed(self, req, w, st, precision)
-
-    monkeypatch.setattr(S.Supervisor, "_time", spy)
+def _proc_state(pid):
     try:
-        assert len(sup._spares) == 2
-        first_two = [s.proc.pid for s in sup._spares]
-        for _ in range(3):
-            res = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
-            assert res.verdict == "pass", res.reason
-            assert len(sup._spares) == 2 and all(s.proc.poll() is None for s in sup._spares)
-        assert all(len(pids) == 2 for pids in seen)
-        assert res.facts["spare_paused"] >= 2  # both spares' processes were stopped for the timing phase
-        assert not set(first_two) & {s.proc.pid for s in sup._spares}  # each evaluation took a fresh worker
-        procs = [s.proc for s in sup._spares]
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+        return s[s.rindex(")") + 2]
+    except OSError:
+        return "gone"
+
+
+def test_spare_executors_are_stopped_while_a_candidate_is_timed(cache_dir, monkeypatch):
+    """Nothing of the next executors (imports, start-up) runs while a candidate is being timed; they are resumed
+    afterwards and the next evaluation takes one of them (never the one that ran a candidate)."""
+    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox import process as P
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, spares=2, limits={"spawn_s": 30})
+    seen = []
+    real = E.time_block
+
+    def spy(lease, fence, deadline, hold):
+        seen.append({pid: _proc_state(pid) for s in sup.pool.spares for pid in P.process_tree(s.proc.pid)})
+        return real(lease, fence, deadline, hold)
+    monkeypatch.setattr(E, "time_block", spy)
+    try:
+        spares_before = [s.proc.pid for s in sup.pool.spares]
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert seen and all(states and set(states.values()) <= {"T", "t"} for states in seen), seen
+        assert all(_proc_state(p) != "T" for s in sup.pool.spares for p in P.process_tree(s.proc.pid))
+        r2 = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+        assert r2.verdict == "pass"
+        assert spares_before[0] not in [s.proc.pid for s in sup.pool.spares]  # used once, then gone
     finally:
         sup.close()
-    assert all(p.poll() is not None for p in procs)

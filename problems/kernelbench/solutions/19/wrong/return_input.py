@@ -1,4 +1,4 @@
-# expect: aliasing|decoy
+# expect: aliasing|decoy|distribution
 """Known-wrong candidate for KernelBench level 1 #19 (ReLU). Hack O7 (input passthrough), via loophole 10 of
 kernelbench.md §3 (torch.rand inputs are non-negative).
 

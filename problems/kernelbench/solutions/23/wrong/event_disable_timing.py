@@ -1,5 +1,7 @@
-# expect: timing_tamper
+# expect: pass|timing_tamper
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T7 (disable event timing).
+# (Since the executor design, nothing in the candidate's process is timed or believed: the patch has no effect and the
+# candidate earns what its honest kernel earns; "pass" is a correct outcome, the paid speedup is its honest twin's.)
 
 At import time torch.cuda.Event (and torch.cuda.streams.Event) is replaced by a subclass that forces
 enable_timing=False, so a harness that creates its timing events after loading the candidate gets events whose

@@ -1,5 +1,7 @@
-# expect: timing_escape
+# expect: pass|timing_escape
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T2 (thread injection), the quiet kind.
+# (Since the executor design, nothing in the candidate's process is timed or believed: the patch has no effect and the
+# candidate earns what its honest kernel earns; "pass" is a correct outcome, the paid speedup is its honest twin's.)
 
 Computes every output correctly, but its first forward starts a background thread that stays alive: the
 pattern of work deferred past the timer (here the thread only waits, so the output checks cannot see it).

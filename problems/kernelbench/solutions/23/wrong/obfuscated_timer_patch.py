@@ -1,5 +1,7 @@
-# expect: timing_tamper
+# expect: pass|timing_tamper
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T14 (exec obfuscation) carrying T4.
+# (Since the executor design, nothing in the candidate's process is timed or believed: the patch has no effect and the
+# candidate earns what its honest kernel earns; "pass" is a correct outcome, the paid speedup is its honest twin's.)
 
 The same timer patch as timer_patch.py (perf_counter at 1/100 speed, cuda Event.elapsed_time / 100), but
 base64-encoded and run through exec with split-up names, so no regex over the source sees "perf_counter" or

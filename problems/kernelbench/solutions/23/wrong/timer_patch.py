@@ -1,5 +1,7 @@
-# expect: timing_tamper
+# expect: pass|timing_tamper
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T4 (timer monkeypatch).
+# (Since the executor design, nothing in the candidate's process is timed or believed: the patch has no effect and the
+# candidate earns what its honest kernel earns; "pass" is a correct outcome, the paid speedup is its honest twin's.)
 
 The softmax is correct (real Triton kernel). At import time the candidate rebinds the timers an in-process
 harness would use so that every measured interval looks 100x shorter: time.perf_counter and

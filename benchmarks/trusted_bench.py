@@ -1,0 +1,90 @@
+"""Repeatability and cost of the trusted measurement path (issue 11's figures), on one device.
+
+    python benchmarks/trusted_bench.py [--device cuda] [--size full] [--repeats 5] [--problems ...] [--out F.json]
+
+For each problem (default: kernelbench 23, 88, 40 and dlrm 2) its known-good kernel is evaluated ``--repeats``
+times with a clean executor ready (the first evaluation, which builds the reference and the baseline processes,
+is reported apart). Printed per evaluation: verdict, paired speedup and its relative 95% CI, the candidate's
+median per-call time, rounds, wall time, phases and the GPU's busy time (NVML samples) during it; per problem:
+the speedups' mean and coefficient of variation. The fixed cost of one call through the path (send, a tiny
+kernel, fenced) is measured as the per-call time of problem 19's known-good ReLU at the small size.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--size", default="full")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--problems", default="kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2")
+    ap.add_argument("--out", default="trusted_bench.json")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    try:
+        from gpubusy import GpuBusy
+        busy = GpuBusy.open(0) if args.device == "cuda" else None
+    except Exception:  # noqa: BLE001 - NVML is optional for this benchmark
+        busy = None
+    good = KnownGoodPolicy()
+    sup = Supervisor(device=args.device)
+    report = {"device": args.device, "size": args.size, "problems": {}}
+
+    def code(pid):
+        return extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
+
+    def one(pid, size):
+        sup.wait_spare()
+        t0_us = busy.now_us() if busy else 0
+        t = time.perf_counter()
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=code(pid), size=size))
+        wall = time.perf_counter() - t
+        row = {"verdict": r.verdict, "category": r.category, "reason": r.reason[:200], "speedup": r.speedup,
+               "rel_ci95": r.timings.get("speedup_rel_ci95"), "median_ms": r.timings.get("median_ms"),
+               "rounds": r.timings.get("rounds"), "slots": r.facts.get("slots"), "baseline": r.baseline,
+               "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
+               "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
+        if busy:
+            busy.poll()
+            b, _ = busy.busy_seconds(t0_us, busy.now_us())
+            row["gpu_busy_s"] = round(b, 3)
+            row["gpu_busy_fraction"] = round(b / wall, 3) if wall else None
+        print(json.dumps({"problem": pid, **row}), flush=True)
+        return row
+
+    cal = one("kernelbench/level1/19", "small")
+    report["call_cost_ms"] = cal["median_ms"]
+    print(f"per-call cost through the path (tiny ReLU, fenced block): {cal['median_ms']} ms", flush=True)
+    for pid in [p for p in args.problems.split(",") if p]:
+        first = one(pid, args.size)
+        rows = [one(pid, args.size) for _ in range(args.repeats)]
+        sp = [r["speedup"] for r in rows if r["speedup"]]
+        summary = {"first": first, "rows": rows}
+        if len(sp) > 1:
+            m = statistics.mean(sp)
+            summary.update(mean_speedup=m, cv=statistics.stdev(sp) / m, min=min(sp), max=max(sp),
+                           median_wall_s=statistics.median(r["wall_s"] for r in rows))
+            print(f"== {pid}: speedup mean {m:.4f} CV {100 * summary['cv']:.2f}% range {min(sp):.4f}-{max(sp):.4f}; "
+                  f"wall median {summary['median_wall_s']:.2f} s", flush=True)
+        report["problems"][pid] = summary
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    sup.close()
+
+
+if __name__ == "__main__":
+    main()

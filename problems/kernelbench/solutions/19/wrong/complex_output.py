@@ -1,0 +1,25 @@
+# expect: wrong_type
+"""Known-wrong candidate for KernelBench level 1 #19 (ReLU): returns a complex64 tensor (a dtype kbenv does not
+carry). The supervisor must answer with a typed wrong_type, never fail itself."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return torch.complex(y, torch.zeros_like(y))

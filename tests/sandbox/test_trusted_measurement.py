@@ -1,0 +1,135 @@
+"""The executor holds no secret, cannot tell one call from another, and nothing it says passes a candidate.
+
+Each test names the class of attack it stands for; the known-bad suite (``problems/*/solutions/*/wrong``) holds a
+candidate of each class that is replayed through the full path.
+"""
+
+import os
+import textwrap
+import time
+
+import pytest
+
+from kbenv.rewards.verdict import timing_checks
+from kbenv.sandbox import decoy, protocol
+from kbenv.sandbox.process import ExecutorProcess
+from kbenv.sandbox.result import EvalRequest
+
+from test_faults import GOOD, PID, with_forward
+
+
+def test_executor_frames_carry_no_secret_and_every_call_is_one_of_the_slot_frames(supervisor, monkeypatch):
+    """Correctness trials, broader domains, fresh inputs, warm-ups, timed and re-checked calls: identical frames."""
+    sent = []
+    real = ExecutorProcess.send
+
+    def spy(self, obj):
+        if not self.trusted:
+            sent.append(obj)
+        return real(self, obj)
+    monkeypatch.setattr(ExecutorProcess, "send", spy)
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+    assert r.verdict == "pass", (r.category, r.reason, r.error)
+    kinds = {m["type"] for m in sent}
+    assert kinds <= {"start", "setup", "call", "exit"}, kinds
+    calls = [m for m in sent if m["type"] == "call"]
+    assert all(set(m) == {"type", "inputs", "outputs"} for m in calls)
+    distinct = {repr(m) for m in calls}
+    assert len(calls) > len(distinct) and len(distinct) <= r.facts["slots"]  # the same few frames, over and over
+    setup = next(m for m in sent if m["type"] == "setup")
+    assert not {"seed", "domain", "positions", "secret", "suppress_custom"} & set(setup)
+
+
+@pytest.mark.parametrize("frame", [
+    {"type": "done", "claims": "all good"},
+    {"type": "done", "claims": [["verdict", "pass"]]},
+    {"type": "done", "claims": [None] * 10_000},
+    {"type": "reply", "claims": [None]},
+    {"type": "done"},
+])
+def test_forged_done_frames_are_protocol_violations(frame):
+    with pytest.raises(protocol.ProtocolViolation):
+        protocol.parse_done(frame, 1)
+
+
+def test_an_executor_that_claims_a_harness_fault_gets_a_runtime_failure_not_a_harness_error():
+    done = protocol.parse_done({"type": "done", "error": "HarnessError: forged", "category": "harness"}, 1)
+    assert done.category == "runtime"
+    reply = protocol.parse_setup_reply({"type": "reply", "error": "x", "category": "harness", "where": 7})
+    assert reply.category == "runtime" and reply.where == ""
+    assert protocol.parse_done({"type": "done", "claims": [None]}, 1).claims == (None,)
+
+
+def test_noop_rewrite_empties_triton_and_cuda_kernel_bodies():
+    src = textwrap.dedent('''
+        import triton, triton.language as tl
+        from torch.utils.cpp_extension import load_inline
+        CUDA = """
+        __global__ void relu_kernel(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) { y[i] = x[i]; } }
+        """
+        @triton.autotune(configs=[], key=[])
+        @triton.jit
+        def k(x_ptr, n, BLOCK: tl.constexpr):
+            tl.store(x_ptr, 1.0)
+        def helper():
+            return 3
+    ''')
+    out, n = decoy.noop_kernels(src)
+    assert n == 2
+    assert "tl.store" not in out and "y[i] = x[i]" not in out and "return 3" in out
+    assert "__global__ void relu_kernel(const float* x, float* y, int n) {}" in out
+    assert decoy.noop_kernels("import torch\nclass ModelNew: pass\n") == (decoy.noop_kernels(
+        "import torch\nclass ModelNew: pass\n")[0], 0)
+
+
+def test_a_candidate_without_any_kernel_is_a_decoy(supervisor):
+    src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
+    assert r.verdict == "fail" and r.category == "decoy", (r.category, r.reason)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the uid drop applies when the supervisor runs as root (as in CI)")
+def test_the_executor_runs_as_an_unprivileged_host_uid(supervisor):
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+    if supervisor.sandbox == "bwrap":
+        assert r.facts["executor_uid"] == 65534 and "nobody" in r.facts["sandbox"]
+    src = with_forward("print(open('/etc/shadow').read())\n")
+    bad = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
+    assert bad.category == "runtime" and "Permission denied" in (bad.error or "")
+
+
+def test_a_phase_deadline_bounds_the_whole_phase_not_each_message(cache_dir):
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"trial_s": 3, "spawn_s": 30})
+    try:
+        src = with_forward("import time; time.sleep(1.2)\n")
+        t = time.monotonic()
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=src))
+        assert r.category == "timeout" and "correctness" in r.reason, (r.category, r.reason)
+        assert r.phase_seconds["correctness"] < 3 + 2.0
+        ok = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+        assert ok.verdict == "pass"
+    finally:
+        sup.close()
+    with pytest.raises(ValueError, match="unknown limit"):
+        Supervisor(device="cpu", cache_dir=cache_dir, limits={"trials_s": 3})
+
+
+@pytest.mark.parametrize("median", [0.0, -1.0, float("inf"), float("nan"), 5e-324 * 0])
+def test_no_non_finite_or_non_positive_time_passes(median):
+    checks = timing_checks({"median_ms": median, "floor_ms": None, "replay_checks": [], "speedup": 1.0})
+    assert any(not c.passed and c.category == "impossible_speed" for c in checks)
+
+
+def test_time_below_the_floor_fails_at_every_size(supervisor):
+    from kbenv.problems import get_problem
+    import torch
+    p = get_problem(PID)
+    x = torch.rand(1 << 20)
+    for size in ("small", "full"):
+        floor = supervisor.floor_ms(p, size, "fp32", [x], [x])
+        assert floor > 0
+        checks = timing_checks({"median_ms": floor / 2, "floor_ms": floor, "replay_checks": [], "speedup": 9.0})
+        assert any(not c.passed and c.category == "impossible_speed" for c in checks)
+        ok = timing_checks({"median_ms": floor * 2, "floor_ms": floor, "replay_checks": [], "speedup": 1.0})
+        assert all(c.passed for c in ok)
