@@ -139,6 +139,12 @@ class Evaluation:
         """Official inputs, each broader domain, fresh official inputs, then the official inputs again in
         another slot after the others (determinism; a stale output of an earlier call cannot pass it)."""
         t0 = time.monotonic()
+        try:
+            return self._correctness(deadline)
+        finally:
+            self._tick("correctness", t0)
+
+    def _correctness(self, deadline: Deadline) -> list:
         sec, pid, size = self.sup.secret, self.problem.id, self.req.size
         plan = [("default", None)] + [(d, sec.seed(pid, size, "domain", d)) for d in self.problem.domains[1:]]
         plan.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id)))
@@ -158,7 +164,6 @@ class Evaluation:
         inputs, refs = self.official
         again, mut = self._one_call(self.lease, 1 % n_slots, inputs, PATTERN_B, deadline)
         per_trial.insert(0, self._checks("default", inputs, refs, first, again, mut, 0))
-        self._tick("correctness", t0)
         return per_trial
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:

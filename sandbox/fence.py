@@ -20,11 +20,17 @@ import ctypes
 import os
 import time
 
+import threading
+
+from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.process import ExecutorProcess
 
 
-class FenceTimeout(Exception):
+class FenceTimeout(CandidateFault):
     """The executor's work did not end within the fence's deadline (the candidate's ``timeout``)."""
+
+    def __init__(self, reason: str):
+        super().__init__("timeout", reason)
 
 
 def _wait_stopped(pids: list[int], deadline: float) -> None:
@@ -105,17 +111,32 @@ class ProcessLockFence(StopFence):
         return out
 
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
-        args = _LockArgs(timeoutMs=int(timeout_s * 1000))
+        """Lock every CUDA process of the executor, each under a deadline enforced from here: the driver does
+        not honour its own timeout against a process that stopped itself (measured on the H200), so a lock
+        still pending at the deadline is ended by SIGKILLing the executor (which releases it)."""
         locked = []
         for pid in self._cuda_pids(p):
-            rc = self.lib.cuCheckpointProcessLock(pid, ctypes.byref(args))
+            rc = self._lock(p, pid, timeout_s)
             if rc != 0:
                 for q in locked:
                     self.lib.cuCheckpointProcessUnlock(q, ctypes.byref(_UnlockArgs()))
-                raise FenceTimeout(f"the driver could not lock process {pid} (CUresult {rc})")
+                raise FenceTimeout(f"the driver could not fence the executor's process (CUresult {rc})")
             locked.append(pid)
         self._locked[id(p)] = locked
         super().hold(p, timeout_s)
+
+    def _lock(self, p: ExecutorProcess, pid: int, timeout_s: float) -> int:
+        result = []
+        args = _LockArgs(timeoutMs=int(timeout_s * 1000))
+        t = threading.Thread(target=lambda: result.append(self.lib.cuCheckpointProcessLock(pid, ctypes.byref(args))),
+                             daemon=True)
+        t.start()
+        t.join(timeout_s + 1.0)
+        if t.is_alive():
+            p.signal_kill()
+            t.join(10.0)
+            raise FenceTimeout(f"the executor's GPU work did not end within {timeout_s:.0f} s of its reply")
+        return result[0] if result else -1
 
     def release(self, p: ExecutorProcess) -> None:
         super().release(p)
