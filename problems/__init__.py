@@ -37,7 +37,11 @@ FAMILIES = (
     "matmul", "conv", "elementwise", "softmax", "normalization", "pooling", "reduction", "scan", "loss",
     "attention", "embedding", "gather_scatter", "topk", "interaction",
 )
-DOMAINS = ("default", "normal", "signed_uniform", "wide")
+DOMAINS = ("default", "normal", "signed_uniform", "wide", "structured", "offset", "log_structured", "simplex",
+           "sparse")
+# Domains that keep the problem's own draw and give it structure drawn from the seed (so every part of the input
+# matters and a candidate cannot learn where the mass sits); the others redraw i.i.d. values.
+STRUCTURED_DOMAINS = ("structured", "offset", "log_structured", "simplex", "sparse")
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -61,6 +65,9 @@ class Problem:
         precision_allowed: precisions the problem may run at.
         small: module-constant overrides for the CPU size.
         tolerance: optional per-problem threshold overrides.
+        reduced: the reduced axes, groups ``((inputs, dim), ...)``: each group names positional inputs that are
+            reduced together along ``dim`` (a softmax's row, a loss's batch, a bag's members); the generated
+            attack drops part of each group (MANIFEST.md).
         floor: ``{"float_elements", "other_bytes", "flops"}`` at full size.
     """
 
@@ -76,6 +83,7 @@ class Problem:
     small: dict = dataclasses.field(default_factory=dict)
     tolerance: dict = dataclasses.field(default_factory=dict)
     floor: dict = dataclasses.field(default_factory=dict)
+    reduced: tuple = ()
 
     @property
     def set(self) -> str:
@@ -129,6 +137,8 @@ class Problem:
             d["broad_inputs"] = list(self.broad_inputs)
         if self.tolerance:
             d["tolerance"] = self.tolerance
+        if self.reduced:
+            d["reduced"] = [{"inputs": list(ins), "dim": dim} for ins, dim in self.reduced]
         return d
 
 
@@ -176,20 +186,124 @@ def redraw(x: torch.Tensor, domain: str, gen: torch.Generator) -> torch.Tensor:
     raise ValueError(f"unknown domain {domain!r}")
 
 
+# Structured domains. Constants are part of the domains' meaning: changing one changes every problem that lists
+# the domain (bump the set's version).
+_BULK_DECADES = 1.0  # every index along every axis is scaled by 10**U(0, 1)
+_HEAVY_PER_AXIS = 16  # indices per axis (at most one in 8) that together carry most of the mass
+_HEAVY_MASS = 1.0  # their mass, in units of the mass of all the other indices of the axis
+_HEAVY_RANGE = 9.0  # the heavy factors of all axes together stay below 10**9
+_SPIKES_PER_FIBER = 8  # spikes per fiber of the longest axis (at most one element in 8)
+_SPIKE_LIMIT = 1e12  # no element grows beyond this times the largest |x| of the problem's draw
+_SPARSE_CARRIERS = 32  # the sparse domain: elements per tensor that carry most of its mass
+_OFFSET_DECADES = 1.5  # per-row offsets of 10**U(0, 1.5) times the row's mean |x|, random sign
+
+
+def structure(x: torch.Tensor, gen: torch.Generator, offsets: bool = False, log: bool = False) -> torch.Tensor:
+    """Give a floating-point tensor (the problem's own draw, modified in place) structure drawn from ``gen``.
+
+    - every axis of length >= 2: each index scaled by 10**U(0, 1) (rows and columns over a decade), and
+      ``_HEAVY_PER_AXIS`` indices per axis by about (axis length x the mean bulk factor) x 10**U(-0.5, 0.5), so
+      a few rows, columns or bags carry about as much mass as all the others together at any size;
+    - sparse spikes, ``_SPIKES_PER_FIBER`` per fiber of the longest axis (at most one element in 8), each about as
+      large as the bulk of its fiber, so reading a fiber in part misses or double-counts some;
+    - with ``offsets`` (the ``offset`` domain), each row (index of axis 0, for tensors of rank >= 2) is shifted by
+      a random-sign offset of 10**U(0, 1.5) times the row's mean |x|.
+
+    Factors are positive, so signs are kept and an input that must be positive stays positive. Magnitudes stay
+    below 10**12 times the draw's largest |x| (sums of squares stay finite in fp32).
+
+    With ``log`` (the ``log_structured`` domain, for logits) the same factors are applied to exp(x): x + ln(f), so
+    the softmax mass, not the logit, has the structure (per-index terms along axis 0 are per-row offsets).
+    """
+    if log:
+        m = x.abs().max() if x.numel() else None
+        if m is None or float(m) == 0.0:
+            return x
+        ones = torch.ones_like(x)
+        structure(ones, gen)
+        return x.add_(ones.log_())
+    dev = x.device
+    base_max = float(x.abs().max()) if x.numel() else 0.0
+    if x.numel() == 0 or base_max == 0.0:
+        return x
+    axes = [d for d in range(x.dim()) if x.shape[d] >= 2]
+    heavy_cap = 10.0 ** (_HEAVY_RANGE / max(len(axes), 1))
+    mean_bulk = (10.0 ** _BULK_DECADES - 1.0) / (_BULK_DECADES * 2.302585092994046)
+    for d in axes:
+        n = x.shape[d]
+        f = torch.pow(10.0, torch.rand(n, generator=gen, device=dev) * _BULK_DECADES)
+        k = min(_HEAVY_PER_AXIS, max(n // 8, 1))
+        pos = torch.randperm(n, generator=gen, device=dev)[:k]
+        heavy = (_HEAVY_MASS * n * mean_bulk / k) * torch.pow(10.0, torch.rand(k, generator=gen, device=dev) - 0.5)
+        f[pos] = torch.clamp(heavy, max=heavy_cap)
+        shape = [1] * x.dim()
+        shape[d] = n
+        x.mul_(f.view(shape).to(x.dtype))
+    if axes:
+        n_max = max(x.shape[d] for d in axes)
+        count = max(1, min(x.numel() // 8, _SPIKES_PER_FIBER * x.numel() // n_max))
+        flat = x.view(-1) if x.is_contiguous() else None
+        if flat is not None:
+            idx = torch.randint(0, x.numel(), (count,), generator=gen, device=dev)
+            spike = (n_max * mean_bulk / _SPIKES_PER_FIBER) * torch.pow(10.0, torch.rand(count, generator=gen, device=dev) - 0.5)
+            cur = flat[idx].abs().clamp_min(torch.finfo(torch.float32).tiny)
+            spike = torch.minimum(spike, (_SPIKE_LIMIT * base_max) / cur)
+            flat[idx] = flat[idx] * spike.to(x.dtype)
+    if offsets and x.dim() >= 2:
+        rows = x.shape[0]
+        scale = x.abs().reshape(rows, -1).mean(dim=1)
+        sign = torch.where(torch.rand(rows, generator=gen, device=dev) < 0.5, -1.0, 1.0)
+        off = sign * scale * torch.pow(10.0, torch.rand(rows, generator=gen, device=dev) * _OFFSET_DECADES)
+        x.add_(off.view([rows] + [1] * (x.dim() - 1)).to(x.dtype))
+    return x
+
+
+def sparsify(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The ``sparse`` domain: ``_SPARSE_CARRIERS`` elements of the draw (random positions) scaled by
+    (numel / carriers) x 10**U(0, 1), so a few dozen elements carry most of the tensor's mass (linear or
+    squared) at any size: a whole-tensor statistic (a mean loss, a Frobenius norm) estimated from part of the
+    tensor misses or double-counts some of them. Positive factors: signs are kept."""
+    if x.numel() == 0:
+        return x
+    k = min(_SPARSE_CARRIERS, max(x.numel() // 8, 1))
+    flat = x.view(-1)
+    idx = torch.randperm(x.numel(), generator=gen, device=x.device)[:k] if x.numel() <= (1 << 24) else \
+        torch.randint(0, x.numel(), (k,), generator=gen, device=x.device)
+    f = (x.numel() / k) * torch.pow(10.0, torch.rand(k, generator=gen, device=x.device))
+    flat[idx] = flat[idx] * f.to(x.dtype)
+    return x
+
+
 def make_inputs(ns: dict, seed: int, domain: str, device, dtype: torch.dtype, broad_inputs=None) -> list:
     """Draw one input set: ``get_inputs()`` under ``seed`` on ``device``, then the domain's redraw.
 
     Inputs are drawn directly on the device (``torch.device`` context), so the same seed gives the same
-    values wherever this runs on the same device type and torch build; the trusted side and the candidate's
-    worker both call this with the same arguments.
+    values wherever this runs on the same device type and torch build. The structured domains
+    (``STRUCTURED_DOMAINS``, :func:`structure`) keep the draw and give it structure from a generator seeded with
+    ``seed``; the other non-default domains redraw i.i.d. values (:func:`redraw`).
     """
     dev = torch.device(device)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         with dev:
             raw = ns["get_inputs"]()
+        if domain in STRUCTURED_DOMAINS:
+            # Structure goes on the problem's own draw in fp32, before the cast (the same values at every
+            # precision); the generator is seeded from ``seed``, so the structure is as secret as the seed.
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(seed ^ 0x2545F4914F6CDD1D)
+            raw = list(raw)
+            for i, x in enumerate(raw):
+                if isinstance(x, torch.Tensor) and x.is_floating_point() and (
+                        broad_inputs is None or i in broad_inputs):
+                    t = x.to(dev, torch.float32).contiguous()
+                    t = sparsify(t, gen) if domain == "sparse" else structure(
+                        t, gen, offsets=domain == "offset", log=domain == "log_structured")
+                    if domain == "simplex" and t.dim() >= 1:  # probabilities stay probabilities
+                        t = t / t.sum(dim=-1, keepdim=True)
+                    raw[i] = t
         inputs = [cast_value(x, dev, dtype) for x in raw]
-        if domain != "default":
+        if domain != "default" and domain not in STRUCTURED_DOMAINS:
             gen = torch.Generator(device=dev)
             gen.manual_seed(seed ^ 0x5DEECE66D)
             for i, x in enumerate(inputs):
@@ -233,8 +347,18 @@ def _entry_to_problem(entry: dict, set_dir: Path) -> Problem:
         broad_inputs=tuple(entry["broad_inputs"]) if entry.get("broad_inputs") is not None else None,
         precision_default=prec.get("default", "fp32"), precision_allowed=tuple(prec.get("allowed", ["fp32", "bf16"])),
         small=dict(entry.get("small", {})), tolerance=dict(entry.get("tolerance", {})),
-        floor=dict(entry.get("floor", {})),
+        floor=dict(entry.get("floor", {})), reduced=_reduced(entry.get("reduced", []), where),
     )
+
+
+def _reduced(groups: list, where: str) -> tuple:
+    out = []
+    for g in groups:
+        if not (isinstance(g, dict) and isinstance(g.get("inputs"), list) and g["inputs"]
+                and all(isinstance(i, int) and i >= 0 for i in g["inputs"]) and isinstance(g.get("dim"), int)):
+            raise ProblemError(f"{where}: each 'reduced' group is {{\"inputs\": [int, ...], \"dim\": int}}, got {g!r}")
+        out.append((tuple(g["inputs"]), g["dim"]))
+    return tuple(out)
 
 
 @lru_cache(maxsize=None)
@@ -332,6 +456,6 @@ def problem_seed(problem_id: str, salt: str = "") -> int:
 
 
 __all__ = [
-    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "PRECISIONS", "list_problems", "get_problem",
+    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "STRUCTURED_DOMAINS", "PRECISIONS", "structure", "list_problems", "get_problem",
     "register_kernelbench_dir", "load_namespace", "make_inputs", "make_model", "cast_value", "problem_seed",
 ]

@@ -14,6 +14,9 @@ fp16       < 1e-2                      < 2.5e-2
 fp32       < 1e-4                      < 1e-3
 =========  ==========================  ===========================
 
+Per slice (:func:`check_slices`, every slice along every axis of the output): relative Frobenius error below
+the ``max_rel`` column, so light rows and columns are held to their own scale and not only to the global one.
+
 fp32 is tight on purpose: an fp32 problem asks for fp32 arithmetic, so TF32 or bf16 shortcuts inside an fp32
 kernel (reward hack O9) fail it; a policy that wants tensor cores should target the bf16 precision.
 """
@@ -149,6 +152,75 @@ def check_error(ref: torch.Tensor, out: torch.Tensor, precision: str, index: int
         Check(f"max_rel{label}[{index}]", f["max_rel"] < tol["max_rel"], f["max_rel"], tol["max_rel"],
               f"max|y'-y| = {f['max_abs_err']:.3g}, max|y| = {f['ref_max_abs']:.3g}", category="inaccurate"),
     ]
+
+
+# Per-slice errors: every slice (the elements sharing one index of one axis) must be right on its own scale. The
+# bound is the max-error threshold, looser than the global Frobenius one; a slice whose reference norm is below
+# SLICE_FLOOR of its fair share of the global norm (underflowed softmax tails, empty bags) is judged against that
+# floor instead of its own norm.
+SLICE_FLOOR = 1e-6
+
+
+def slice_error_figures(ref: torch.Tensor, out: torch.Tensor) -> list[tuple[int, int, float]]:
+    """Per axis ``k`` of a rank >= 2 output: ``(k, j, e)`` for the slice ``j`` along ``k`` with the worst
+    ``e = ||y'_s - y_s|| / max(||y_s||, SLICE_FLOOR * ||y|| * sqrt(n_s / n))``. Axes of length 1 and axes whose
+    slices hold a single element are skipped (a lone element is not a slice). One pass over the output, chunked
+    along axis 0 (differences in fp32 or wider, sums in fp64); non-finite positions are left to ``check_finite``.
+    """
+    if ref.dim() < 2 or ref.numel() == 0 or not ref.is_floating_point():
+        return []
+    shape = tuple(ref.shape)
+    n = ref.numel()
+    axes = [k for k in range(ref.dim()) if shape[k] >= 2 and n // shape[k] >= 2]
+    if not axes:
+        return []
+    wd = torch.promote_types(_work_dtype(ref), _work_dtype(out))
+    err = {k: torch.zeros(shape[k], dtype=torch.float64, device=ref.device) for k in axes}
+    nrm = {k: torch.zeros(shape[k], dtype=torch.float64, device=ref.device) for k in axes}
+    rest = n // shape[0]
+    step = max(1, _CHUNK // max(rest, 1))
+    for i in range(0, shape[0], step):
+        r = ref[i:i + step].to(wd)
+        o = out[i:i + step].to(wd)
+        ok = torch.isfinite(r) & torch.isfinite(o)
+        r = torch.where(ok, r, 0.0)
+        d2 = torch.where(ok, o - r, 0.0).square_()
+        r2 = r.square_()
+        for k in axes:
+            dims = [a for a in range(ref.dim()) if a != k]
+            if k == 0:
+                err[0][i:i + step] += d2.sum(dim=dims, dtype=torch.float64)
+                nrm[0][i:i + step] += r2.sum(dim=dims, dtype=torch.float64)
+            else:
+                err[k] += d2.sum(dim=dims, dtype=torch.float64)
+                nrm[k] += r2.sum(dim=dims, dtype=torch.float64)
+    total = sum(float(v.sum()) for v in nrm.values()) / len(axes)
+    out_figs = []
+    for k in axes:
+        share = total * (n // shape[k]) / n
+        denom = torch.clamp(nrm[k], min=(SLICE_FLOOR ** 2) * share)
+        e = torch.where(denom > 0, err[k] / denom, torch.where(err[k] > 0, math.inf, 0.0)).sqrt_()
+        j = int(torch.argmax(e))
+        out_figs.append((k, j, float(e[j])))
+    return out_figs
+
+
+def check_slices(ref: torch.Tensor, out: torch.Tensor, precision: str, index: int, override=None,
+                 label: str = "") -> list[Check]:
+    """Scale-invariant error per slice, on every axis of the output: a kernel that is right on the heavy rows
+    and neglects the light ones (which a global relative error allows) fails here. Threshold: the precision's
+    ``max_rel`` (``slice_rel`` in a problem's tolerance override)."""
+    if not ref.is_floating_point() or ref.shape != out.shape:
+        return []
+    figs = slice_error_figures(ref, out)
+    if not figs:
+        return []
+    tol = tolerances(precision, override)
+    limit = tol.get("slice_rel", tol["max_rel"])
+    k, j, worst = max(figs, key=lambda f: f[2])
+    return [Check(f"slice_rel_frobenius{label}[{index}]", worst < limit, worst, limit,
+                  f"worst slice: index {j} of axis {k} ({ref.numel() // ref.shape[k]} elements), "
+                  f"||y'_s-y_s||/||y_s|| over {len(figs)} axes", category="inaccurate")]
 
 
 def unwritten_count(out_a: torch.Tensor, out_b: torch.Tensor, pattern_a: int, pattern_b: int) -> int:
