@@ -68,3 +68,15 @@ def test_chat_messages_leaves_out_an_empty_system_message():
     with_system = {"prompt": "p", "system": "s"}
     assert chat_messages(with_system) == [{"role": "system", "content": "s"}, {"role": "user", "content": "p"}]
     assert chat_messages({"prompt": "p", "system": ""}) == [{"role": "user", "content": "p"}]
+
+
+def test_chat_messages_follow_the_observations_growing_chat_when_it_has_one():
+    from kbenv.agents import chat_messages
+    history = ({"role": "system", "content": "sys"}, {"role": "user", "content": "problem"},
+               {"role": "assistant", "content": "try 1"}, {"role": "user", "content": "feedback 1"})
+    obs = {"prompt": "feedback 1", "system": "sys", "messages": history, "problem_id": "p", "turn": 1,
+           "feedback": "f"}
+    assert chat_messages(obs) == [dict(m) for m in history]
+    obs_empty_system = dict(obs, messages=({"role": "system", "content": ""},) + history[1:])
+    assert [m["role"] for m in chat_messages(obs_empty_system)] == ["user", "assistant", "user"]
+    assert chat_messages({"prompt": "p", "system": ""}) == [{"role": "user", "content": "p"}]

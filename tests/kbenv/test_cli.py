@@ -295,3 +295,38 @@ def test_export_carries_texts_and_verified_only_writes_sft_rows(capsys, monkeypa
         {"role": "assistant", "content": "prose first\n" + GOOD}] and row["problem_id"] == PID
     code, out, _ = run_main(capsys, "export", str(tmp_path / "r2"), str(tmp_path / "none.jsonl"), "--verified-only")
     assert code == 0 and (tmp_path / "none.jsonl").read_text() == ""
+
+
+def test_profile_shows_a_ticking_progress_line_while_it_works(capsys, monkeypatch, tmp_path):
+    import time
+
+    import kbenv.rewards.profiler as profiler
+
+    def slow_profile(name, mode, device="cuda", size="full", **kw):
+        time.sleep(1.5)
+        return {"name": f"{name}-{mode}", "buckets": {}, "addressable_fraction": 0.5, "unclassified_fraction": 0.0}
+    monkeypatch.setattr(profiler, "profile_workload", slow_profile)
+    monkeypatch.setattr(profiler, "save_profile", lambda prof, path=None: tmp_path / "p.json")
+    code, out, err = run_main(capsys, "profile", "gpt", "--mode", "infer", "--device", "cpu", "--size", "tiny")
+    assert code == 0 and '"addressable_fraction": 0.5' in out
+    assert "profiling gpt (infer, cpu)" in err and "elapsed" in err
+    code, _, err = run_main(capsys, "profile", "gpt", "--mode", "infer", "--device", "cpu", "--no-progress")
+    assert code == 0 and "profiling" not in err
+
+
+def test_baselines_show_progress_per_problem(capsys, monkeypatch):
+    import kbenv.sandbox.supervisor as supervisor
+
+    class FakeBaselines:
+        def get(self, p, size, precision):
+            return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
+
+    class FakeSupervisor:
+        def __init__(self, **kwargs):
+            self.baselines = FakeBaselines()
+
+        def close(self):
+            pass
+    monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
+    code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu")
+    assert code == 0 and out.count("best compile") == 3 and "baselines" in err and "3/3" in err

@@ -57,3 +57,50 @@ def test_resume_after_kill(tmp_path):
     assert len(done) == len(set(done)), "a finished episode was evaluated again after resuming"
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["finished"] is True
+
+
+# -- issue 15: records keep texts, the history chat, resume through records.completed_keys ----------------------
+
+from kbfakes import BAD, GOOD, FakePool  # noqa: E402
+
+
+class _Scripted:
+    """Replies from a list per turn (the same reply for every episode of a turn)."""
+
+    def __init__(self, replies):
+        self.replies, self.calls = list(replies), []
+
+    def act_batch(self, observations):
+        self.calls.append(observations)
+        turn = observations[0]["turn"]
+        return [self.replies[turn]] * len(observations)
+
+
+def test_records_keep_the_chat_sent_the_reply_and_the_candidate(tmp_path):
+    from kbenv.records import record_texts
+    run = run_rollout(RolloutConfig(problems="kernelbench/level1/19", turns=2, out=str(tmp_path / "r"),
+                                    progress=False, device="cpu", chat="history"),
+                      pool=FakePool(), policy=_Scripted(["thinking...", GOOD]))
+    first, second = (record_texts(r) for r in read_records(run))
+    assert [m["role"] for m in first["messages"]] == ["system", "user"] and first["candidate"] is None
+    assert first["reply"] == "thinking..."
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    assert second["messages"][2]["content"] == "thinking..." and second["reply"] == GOOD
+    assert second["candidate"].startswith("import torch")
+
+
+def test_resume_skips_episodes_that_completed_keys_reports_finished(tmp_path, monkeypatch):
+    import kbenv.rollout as rollout
+    out = tmp_path / "r"
+    cfg = dict(problems="kernelbench/level1/19,kernelbench/level1/21", turns=1, out=str(out), progress=False,
+               device="cpu")
+    run_rollout(RolloutConfig(**cfg), pool=FakePool(), policy=_Scripted([GOOD]))
+    seen = []
+    real = rollout.completed_keys
+    monkeypatch.setattr(rollout, "completed_keys", lambda *a, **k: seen.append((a, k)) or real(*a, **k))
+    pool = FakePool()
+    run_rollout(RolloutConfig(resume=True, episodes=2, **cfg), pool=pool, policy=_Scripted([BAD]))
+    assert seen and seen[0][1] == {"done_field": "episode_done"}
+    assert [(r.problem, r.candidate.endswith("x * 0\n")) for r in pool.requests] == [
+        ("kernelbench/level1/19", True), ("kernelbench/level1/21", True)]  # only the new episode 1 of each
+    assert len(read_records(out)) == 4
