@@ -2,14 +2,18 @@
 
 Public API:
 
-- environments ``kbenv/KernelBench-v0`` and ``kbenv/DLRMBench-v0`` (``gymnasium.make``), :class:`KernelEnv`,
+- environments ``kbenv/KernelBench-v1`` and ``kbenv/DLRMBench-v1`` (``gymnasium.make``), :class:`KernelEnv`,
   :class:`KernelVectorEnv`;
 - batch scoring for trainers that do not step an env: :func:`score`, :func:`trl_reward_func`;
 - problems: :func:`list_problems`, :func:`get_problem`;
-- evaluation: :class:`EvalRequest`, :class:`EvalResult`, :class:`EvaluatorPool` (Ray actors, one per GPU).
+- evaluation: :class:`EvalRequest`, :class:`EvalResult`, :class:`EvaluatorPool` (Ray actors, one per GPU);
+- errors: :class:`UsageError` (a ``ValueError``), :class:`PolicyError`, :class:`MemoryPlanError` (a ``ValueError``
+  naming the size that fits), all but the last under :class:`KbenvError`;
+- trainers: :func:`kbenv.verifiers_env.load_environment` (needs ``verifiers``).
 """
 
 from kbenv.env import KernelEnv, register_envs
+from kbenv.errors import KbenvError, PolicyError, UsageError
 from kbenv.problems import get_problem, list_problems
 from kbenv.sandbox.result import EvalRequest, EvalResult
 
@@ -23,6 +27,9 @@ def __getattr__(name):
     if name == "EvaluatorPool":
         from kbenv.sandbox.actor import EvaluatorPool
         return EvaluatorPool
+    if name == "MemoryPlanError":
+        from kbenv.step import MemoryPlanError
+        return MemoryPlanError
     if name in ("score", "trl_reward_func", "KernelVectorEnv"):
         from kbenv import batch
         return getattr(batch, name)
@@ -30,4 +37,5 @@ def __getattr__(name):
 
 
 __all__ = ["KernelEnv", "EvalRequest", "EvalResult", "EvaluatorPool", "score", "trl_reward_func",
-           "KernelVectorEnv", "list_problems", "get_problem", "__version__"]
+           "KernelVectorEnv", "list_problems", "get_problem", "KbenvError", "UsageError", "PolicyError",
+           "MemoryPlanError", "__version__"]

@@ -287,10 +287,12 @@ def cmd_redteam(args) -> int:
     from tqdm import tqdm
 
     from kbenv.sandbox.actor import EvaluatorPool
-    from kbenv.suite import format_row, format_suite, run_suite
+    from kbenv.step import preflight
+    from kbenv.suite import format_row, format_suite, run_suite, suite_problem_ids
     device = _device(args)
     size = _size(args, device)
     limits = _limits(args)
+    preflight(suite_problem_ids(device, args.good), size, None, device)
     config = {"sandbox": args.sandbox}
     if limits:
         config["limits"] = limits
@@ -403,6 +405,9 @@ def cmd_demo(args) -> int:
         _problem(pid, "--problems")
     device = _device(args)
     size = _size(args, device)
+    from kbenv.step import preflight
+    from kbenv.suite import suite_problem_ids
+    preflight(suite_problem_ids(device, True, problems), size, None, device)
     # Shorter phase limits than the defaults: the suite holds hangs and sleeps that run into them on purpose.
     limits = {"compile_s": 60, "trial_s": 20, "timing_s": 120}
     limits.update(_limits(args))

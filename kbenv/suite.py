@@ -34,6 +34,14 @@ def case_ok(case, result, device: str) -> bool:
     return result.verdict == "fail" and result.reward == 0.0 and result.category in expected
 
 
+def suite_problem_ids(device: str, include_good: bool = True, problems: list[str] | None = None) -> list[str]:
+    """The problems the suite evaluates on ``device`` (to check their memory plans before it starts)."""
+    ids = {c.problem_id for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only}
+    if include_good:
+        ids |= set(_agents("KnownGoodPolicy")().problems())
+    return sorted(ids & set(problems) if problems else ids)
+
+
 def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: list[str] | None = None,
               problems: list[str] | None = None, on_result=None) -> dict:
     """Evaluate every known-bad case (and the known-good kernels) on ``pool``; rows in suite order.

@@ -330,3 +330,16 @@ def test_baselines_show_progress_per_problem(capsys, monkeypatch):
     monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
     code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu")
     assert code == 0 and out.count("best compile") == 3 and "baselines" in err and "3/3" in err
+
+
+def test_redteam_and_demo_refuse_a_size_that_does_not_fit_before_starting_anything(capsys, monkeypatch):
+    from kbenv import step
+    made = _patch_pool(monkeypatch, lambda d: SuiteFakePool(d))
+
+    def refuse(problem, size, precision, device):
+        raise step.MemoryPlanError(f"{problem.id} at --size {size} does not fit: use --size small", None, "small")
+    monkeypatch.setattr(step, "_memplan_preflight", refuse)
+    for argv in (["redteam", "--device", "cpu", "--size", "full"], ["demo", "--device", "cpu", "--size", "full"]):
+        code, _, err = run_main(capsys, *argv)
+        assert code == 2 and "use --size small" in err, argv
+    assert made == []  # no evaluator was started

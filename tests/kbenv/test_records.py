@@ -294,10 +294,10 @@ def test_second_writer_is_refused(tmp_path):
 def test_metadata_keeps_created_and_updates_updated(tmp_path, monkeypatch):
     clock = iter([1000.0, 2000.0, 3000.0])
     monkeypatch.setattr(rec.time, "time", lambda: next(clock))
-    first = write_metadata(tmp_path / "run", {"env": "kbenv/KernelBench-v0", "policy": "a"})
-    assert first == {"env": "kbenv/KernelBench-v0", "policy": "a", "created": 1000.0, "updated": 1000.0}
+    first = write_metadata(tmp_path / "run", {"env": "kbenv/KernelBench-v1", "policy": "a"})
+    assert first == {"env": "kbenv/KernelBench-v1", "policy": "a", "created": 1000.0, "updated": 1000.0}
     second = write_metadata(tmp_path / "run", {"policy": "b", "finished": True})
-    assert second == {"env": "kbenv/KernelBench-v0", "policy": "b", "finished": True,
+    assert second == {"env": "kbenv/KernelBench-v1", "policy": "b", "finished": True,
                       "created": 1000.0, "updated": 2000.0}
     assert read_metadata(tmp_path / "run") == second
     with pytest.raises(ValueError, match="created"):
