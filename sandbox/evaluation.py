@@ -154,8 +154,8 @@ class Evaluation:
             if seed is None:
                 inputs, refs = self.official
             else:
-                inputs, refs = self.sup.refs.pair(self.st, seed, domain.replace("fresh", "default"),
-                                                  cache=domain != "fresh")
+                # only the official pair is cached: a full-size problem's other pairs take tens of GiB
+                inputs, refs = self.sup.refs.pair(self.st, seed, domain.replace("fresh", "default"), cache=False)
             outs, mut = self._one_call(self.lease, i % n_slots, inputs, PATTERN_A, deadline)
             if i == 0:
                 first = outs
@@ -183,7 +183,8 @@ class Evaluation:
             proc = self.sup.pool.take()
             lease = None
             try:
-                lease = Lease(proc, self.device, self.layout)
+                inputs, refs = self.official
+                lease = Lease(proc, self.device, SlotLayout.build(inputs, self.st.out_specs, 1))
                 self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
                 inputs, refs = self.official
                 outs, _ = self._one_call(lease, 0, inputs, PATTERN_A, Deadline("decoy", self.sup.limits["trial_s"]))
@@ -220,25 +221,28 @@ class Evaluation:
         try:
             for r in range(plan.warmup_rounds + plan.max_rounds):
                 seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
-                inputs = [sup.refs.inputs(st, s, "default") for s in seeds]
+                regions = [self.lease] + list({id(l.region): l for l in bases.values()}.values())
+                for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
+                    x = sup.refs.inputs(st, seed, "default")
+                    for lease in regions:
+                        lease.write_inputs(k, x)
+                    del x
                 sides = [("candidate", self.lease)] + list(bases.items())
                 if r % 2:
                     sides.reverse()
                 for name, lease in sides:
                     for k in range(n):
-                        lease.write_inputs(k, inputs[k])
                         lease.poison_outputs(k, PATTERN_A)
                     flush_l2(self.device)
                     if name == "candidate":
                         sup.fence.release(self.lease.proc)
                         per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
-                        replay += self._recheck(inputs, rng, r)
+                        replay += self._recheck(seeds, rng, r)
                     else:
                         per_call = time_block(lease, sup.fence, deadline, 60.0)
                         sup.fence.release(lease.proc)
                     if r >= plan.warmup_rounds:
                         (cand if name == "candidate" else series[name]).per_call_s.append(per_call)
-                del inputs
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     if rounds >= plan.min_rounds and (self._ratio(cand, series)[1] <= plan.target_rel_ci
@@ -267,23 +271,25 @@ class Evaluation:
             return float("nan"), float("inf")
         return median_ci(ratios)
 
-    def _recheck(self, inputs: list, rng: torch.Generator, r: int) -> list:
+    def _recheck(self, seeds: list, rng: torch.Generator, r: int) -> list:
         """With the candidate held after its block: a secret quarter of the block's calls (at least one)
-        re-checked against references for their inputs, and their inputs compared whole (mutation)."""
-        n = len(inputs)
+        re-checked against references for their inputs (drawn again from their seeds), and their inputs
+        compared whole with the supervisor's copy (mutation)."""
+        n = len(seeds)
         picks = torch.randperm(n, generator=rng)[:max(1, n // 4)].tolist()
         out = []
         for k in picks:
-            refs = self.sup.refs.outputs(self.st, inputs[k])
+            inputs_k = self.sup.refs.inputs(self.st, seeds[k], "default")
+            refs = self.sup.refs.outputs(self.st, inputs_k)
             got = self.lease.read_outputs(k)
             for j, (ref, o) in enumerate(zip(refs, got)):
                 pos = torch.randint(0, max(ref.numel(), 1), (N_SAMPLES,), generator=rng).to(ref.device)
                 ref_max = float(ref.double().abs().max()) if ref.numel() and ref.is_floating_point() else 1.0
                 out.append(C.check_sampled(ref.reshape(-1)[pos].cpu(), o.reshape(-1)[pos].cpu(), ref_max,
                                            self.precision, f"timed_round{r}_call{k}_output{j}", "replay"))
-            same, detail = self.lease.inputs_unchanged(k, inputs[k])
+            same, detail = self.lease.inputs_unchanged(k, inputs_k)
             if not same:
                 out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,
                                    category="mutation"))
-            del refs, got
+            del refs, got, inputs_k
         return out

@@ -117,6 +117,8 @@ class ProcessLockFence(StopFence):
         locked = []
         for pid in self._cuda_pids(p):
             rc = self._lock(p, pid, timeout_s)
+            if rc == 3:  # CUDA_ERROR_NOT_INITIALIZED: the process loaded the driver but has no context, no work
+                continue
             if rc != 0:
                 for q in locked:
                     self.lib.cuCheckpointProcessUnlock(q, ctypes.byref(_UnlockArgs()))

@@ -93,7 +93,12 @@ class LentRegion:
         self.dev_buf = None
         self._mm = None
         if device.type == "cuda":
-            self.dev_buf = devshare.SharedDeviceBuffer.create(device, self.nbytes)
+            try:
+                self.dev_buf = devshare.SharedDeviceBuffer.create(device, self.nbytes)
+            except devshare.DevShareError as e:
+                if "CUresult 2" in str(e):  # CUDA_ERROR_OUT_OF_MEMORY: judged like any other OOM of the trusted side
+                    raise torch.OutOfMemoryError(f"lending {self.nbytes / 2**30:.1f} GiB: {e}") from e
+                raise
             self.raw = self.dev_buf.bytes_view()
         else:
             if memfd is None:

@@ -149,7 +149,7 @@ class Supervisor:
             raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {sorted(DEFAULT_LIMITS)}")
         self.limits = {**DEFAULT_LIMITS, **{k: float(v) for k, v in (limits or {}).items()}}
         self.timing_plan = TimingPlan.for_device(self.device, **(timing or {}))
-        self.refs = References(self.device, reference_budget_bytes or ((32 << 30) if cuda else (1 << 30)))
+        self.refs = References(self.device, reference_budget_bytes or ((16 << 30) if cuda else (1 << 30)))
         self.memory_limit = memory_limit_bytes or (16 << 30)
         self.host_memory_cap = (os.environ.get("KBENV_HOST_MEMORY_CAP", "1") == "1") if host_memory_cap is None \
             else host_memory_cap
