@@ -456,6 +456,6 @@ def problem_seed(problem_id: str, salt: str = "") -> int:
 
 
 __all__ = [
-    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "STRUCTURED_DOMAINS", "PRECISIONS", "structure", "list_problems", "get_problem",
+    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "STRUCTURED_DOMAINS", "PRECISIONS", "structure", "sparsify", "list_problems", "get_problem",
     "register_kernelbench_dir", "load_namespace", "make_inputs", "make_model", "cast_value", "problem_seed",
 ]

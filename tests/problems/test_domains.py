@@ -1,0 +1,93 @@
+"""The structured input domains: drawn from the seed, valid for the op, and structured at any size."""
+
+import pytest
+import torch
+
+from kbenv.problems import (DOMAINS, STRUCTURED_DOMAINS, ProblemError, get_problem, list_problems, make_inputs,
+                            sparsify, structure)
+from kbenv.problems import _entry_to_problem
+
+
+def _draw(pid, domain, seed, dtype=torch.float32):
+    p = get_problem(pid)
+    return make_inputs(p.namespace("small"), seed, domain, "cpu", dtype, p.broad_inputs)
+
+
+@pytest.mark.parametrize("domain", STRUCTURED_DOMAINS)
+def test_structure_comes_from_the_seed_and_only_from_it(domain):
+    pid = "kernelbench/level1/98" if domain == "simplex" else "kernelbench/level1/47"
+    a, b, c = _draw(pid, domain, 7), _draw(pid, domain, 7), _draw(pid, domain, 8)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    # where the mass sits moves with the seed: the heaviest index of axis 1 differs between seeds
+    heavy = [int(x[0].abs().sum(dim=(0, 2) if x[0].dim() == 3 else 0).argmax()) for x in (a, c)]
+    assert heavy[0] != heavy[1] or domain == "offset"
+
+
+def test_structured_keeps_signs_and_shapes_and_stays_finite():
+    base = _draw("kernelbench/level1/47", "default", 3)[0]
+    x = _draw("kernelbench/level1/47", "structured", 3)[0]
+    assert x.shape == base.shape and x.dtype == base.dtype and torch.isfinite(x).all()
+    assert (x >= 0).all()  # U[0, 1) draws stay non-negative (the domain multiplies by positive factors)
+    assert float(x.abs().max() / base.abs().max()) > 100  # and it is no longer i.i.d.: decades apart
+    xb = _draw("kernelbench/level1/47", "structured", 3, torch.bfloat16)[0]
+    assert xb.dtype == torch.bfloat16 and torch.equal(xb, x.bfloat16())  # the same values at every precision
+
+
+def test_a_few_indices_carry_a_large_share_of_each_axis_at_any_size():
+    g = torch.Generator().manual_seed(0)
+    for n in (256, 65536):
+        x = structure(torch.ones(4, n), g)
+        col_mass = x.sum(0)
+        top = col_mass.topk(16).values.sum() / col_mass.sum()
+        assert top > 0.5, (n, float(top))  # 16 columns of n carry most of the mass, large n as small
+        spikes = (x / x.median(dim=1, keepdim=True).values > 50).sum(1)
+        assert (spikes >= 1).all()  # every long fiber has its spikes
+
+
+def test_sparse_domain_puts_most_of_the_mass_on_a_few_dozen_elements():
+    g = torch.Generator().manual_seed(1)
+    x = sparsify(torch.rand(64, 1024), g)
+    flat = x.flatten()
+    assert flat.topk(32).values.sum() / flat.sum() > 0.7  # of 65536 elements
+    assert (flat.topk(32).values ** 2).sum() / (flat ** 2).sum() > 0.99
+
+
+def test_simplex_rows_stay_probabilities_and_log_structured_stays_finite():
+    p, t = _draw("kernelbench/level1/98", "simplex", 5)
+    for x in (p, t):
+        assert (x > 0).all() and torch.allclose(x.sum(-1), torch.ones(x.shape[0]), atol=1e-5)
+    logits = _draw("kernelbench/level1/23", "log_structured", 5)[0]
+    assert torch.isfinite(logits).all() and float(logits.max() - logits.min()) > 5  # exp-mass spread by decades
+
+
+def test_offset_shifts_rows_by_a_random_sign():
+    x = _draw("kernelbench/level1/40", "offset", 4)[0]
+    means = x.reshape(x.shape[0], -1).mean(1)
+    assert (means < 0).any() or (means > 0).all()  # signs random per row; at least shifted away from [0, 1)
+    assert float(means.abs().max()) > 10
+
+
+def test_integer_inputs_and_inputs_outside_broad_inputs_are_left_alone():
+    idx_default = _draw("dlrm/1", "default", 9)
+    idx_struct = _draw("dlrm/1", "structured", 9)
+    assert torch.equal(idx_default[1], idx_struct[1]) and torch.equal(idx_default[2], idx_struct[2])
+    assert not torch.equal(idx_default[0], idx_struct[0])
+    hinge = get_problem("kernelbench/level1/100")  # targets are +-1 labels: broad_inputs = [0]
+    d, s = _draw(hinge.id, "default", 2), _draw(hinge.id, "structured", 2)
+    assert torch.equal(d[1], s[1]) and not torch.equal(d[0], s[0])
+
+
+def test_every_structured_domain_is_known_and_listed_problems_stay_small():
+    assert set(STRUCTURED_DOMAINS) <= set(DOMAINS)
+    for p in list_problems():
+        added = [d for d in p.domains if d in STRUCTURED_DOMAINS]
+        assert len(added) <= 2, (p.id, added)  # one correctness trial per domain: keep them few
+
+
+def test_a_malformed_reduced_field_names_the_entry():
+    entry = {"id": "x/1", "name": "n", "file": "f.py", "family": "reduction", "reduced": [{"inputs": 0, "dim": 1}]}
+    with pytest.raises(ProblemError, match="reduced"):
+        _entry_to_problem(entry, get_problem("kernelbench/level1/47").path.parent)
+    ok = dict(entry, reduced=[{"inputs": [0, 1], "dim": -1}])
+    assert _entry_to_problem(ok, get_problem("kernelbench/level1/47").path.parent).reduced == (((0, 1), -1),)
