@@ -64,6 +64,7 @@ class Problem:
         precision_default: ``fp32`` or ``bf16``.
         precision_allowed: precisions the problem may run at.
         small: module-constant overrides for the CPU size.
+        medium: module-constant overrides for the 24 GB GPU tier (``{}``: the full size already fits).
         tolerance: optional per-problem threshold overrides.
         reduced: the reduced axes, groups ``((inputs, dim), ...)``: each group names positional inputs that are
             reduced together along ``dim`` (a softmax's row, a loss's batch, a bag's members); the generated
@@ -81,6 +82,7 @@ class Problem:
     precision_default: str = "fp32"
     precision_allowed: tuple = ("fp32", "bf16")
     small: dict = dataclasses.field(default_factory=dict)
+    medium: dict = dataclasses.field(default_factory=dict)
     tolerance: dict = dataclasses.field(default_factory=dict)
     floor: dict = dataclasses.field(default_factory=dict)
     reduced: tuple = ()
@@ -102,11 +104,15 @@ class Problem:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
     def overrides(self, size: str) -> dict:
+        """The module constants a size replaces: ``small`` (CPU runs), ``medium`` (sized so a whole evaluation
+        fits a 24 GB GPU; ``sandbox/memplan.py`` plans it) or ``full`` (none)."""
         if size == "full":
             return {}
         if size == "small":
             return dict(self.small)
-        raise ValueError(f"size must be 'small' or 'full', got {size!r}")
+        if size == "medium":
+            return dict(self.medium)
+        raise ValueError(f"size must be 'small', 'medium' or 'full', got {size!r}")
 
     def namespace(self, size: str = "full") -> dict:
         """Execute the problem source and apply the size's constant overrides."""
@@ -131,7 +137,7 @@ class Problem:
             "id": self.id, "name": self.name, "family": self.family, "invariants": list(self.invariants),
             "domains": list(self.domains), "precision": {"default": self.precision_default,
                                                          "allowed": list(self.precision_allowed)},
-            "small": self.small, "floor": self.floor, "file": str(self.path),
+            "small": self.small, "medium": self.medium, "floor": self.floor, "file": str(self.path),
         }
         if self.broad_inputs is not None:
             d["broad_inputs"] = list(self.broad_inputs)
@@ -346,8 +352,9 @@ def _entry_to_problem(entry: dict, set_dir: Path) -> Problem:
         invariants=tuple(entry.get("invariants", ())), domains=tuple(entry.get("domains", ["default"])),
         broad_inputs=tuple(entry["broad_inputs"]) if entry.get("broad_inputs") is not None else None,
         precision_default=prec.get("default", "fp32"), precision_allowed=tuple(prec.get("allowed", ["fp32", "bf16"])),
-        small=dict(entry.get("small", {})), tolerance=dict(entry.get("tolerance", {})),
-        floor=dict(entry.get("floor", {})), reduced=_reduced(entry.get("reduced", []), where),
+        small=dict(entry.get("small", {})), medium=dict(entry.get("medium", {})),
+        tolerance=dict(entry.get("tolerance", {})), floor=dict(entry.get("floor", {})),
+        reduced=_reduced(entry.get("reduced", []), where),
     )
 
 

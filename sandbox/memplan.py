@@ -21,10 +21,12 @@ What one evaluation holds on the device (each a :class:`MemoryPlan` field, in by
 - the worker's allocator cap: what the candidate may allocate for its weights, intermediates and outputs;
   and its CUDA context.
 - spare workers' CUDA contexts (``spares`` of them, started ahead of the next evaluation).
-- the trusted baseline worker: its context, the reference model at the problem's precision, its own slots
-  (as many as the candidate's, so both run under the same cache conditions), eager and compiled forwards,
-  and torch.compile's workspace.
+- the trusted baseline worker: its context, the reference model at the problem's precision and
+  torch.compile's workspace throughout; in the timing phase (where it is interleaved with the candidate) its
+  own slots, as many as the candidate's so both run under the same cache conditions, and its forward.
 - a fixed headroom for the driver and allocator fragmentation.
+
+The plan's peak is the larger of the correctness phase and the timing phase (:class:`MemoryPlan`).
 
 On the CPU the same parts live in host memory (no CUDA contexts: each process's resident interpreter
 instead). On cuda the host holds each process's resident libraries and the output arena that outputs fall
@@ -71,13 +73,16 @@ COMPILE_WORKSPACE_BYTES = 1 * GiB  # torch.compile's autotuning and its own buff
 HEADROOM_BYTES = 512 * MiB  # driver allocations and allocator fragmentation
 REFERENCE_CACHE_SHARE = 0.25  # the reference cache may keep up to this share of the budget (35 GiB on an H200)
 
-# The checks (rewards/checks.py, rewards/invariants.py) work chunk by chunk on big outputs: at most this many
-# elements per chunk (checks._CHUNK), a few fp32 temporaries of a chunk at a time, one byte per element of an
-# output for a whole-tensor mask (isfinite, count_nonzero), and float64 samples of at most 2^26 elements for
-# the invariants (invariants._SAMPLE_ELEMENTS).
+# The checks' temporaries (rewards/checks.py, rewards/invariants.py), measured on the CPU with
+# benchmarks/memplan_checks.py; the checks run one after another, so the peak is the largest of:
+# - check_finite's torch.isfinite on a whole output: |x| in the output's dtype and three bool masks
+#   (7 bytes per fp32 element measured: 1794 MiB for 2^28 elements);
+# - the chunked error, written-fraction and determinism figures: fp32 temporaries of one chunk of at most
+#   2^26 elements (checks._CHUNK; 1094 MiB measured for an fp32 chunk, more for bf16 outputs widened to fp32);
+# - the invariants' float64 samples of at most 2^26 elements (invariants._SAMPLE_ELEMENTS) and their copies.
 CHECK_CHUNK_ELEMENTS = 1 << 26
-CHECK_CHUNK_TEMPORARIES = 6  # fp32 chunk temporaries alive at once, with a margin (4 seen in error_figures)
-CHECK_MASK_BYTES_PER_ELEMENT = 2
+CHECK_CHUNK_BYTES_PER_ELEMENT = 24
+CHECK_MASK_BYTES_PER_ELEMENT = 4  # three bool masks, plus one byte of margin
 CHECK_INVARIANT_BYTES = 3 * (1 << 26) * 8
 CHECK_BASE_BYTES = 64 * MiB
 
@@ -90,7 +95,7 @@ class MemoryPlanError(ValueError):
     size, what it needs against the budget and the size that fits; ``plan`` is the refused plan and
     ``fitting_size`` the largest smaller size that fits (None when none does)."""
 
-    def __init__(self, message: str, plan: "MemoryPlan", fitting_size: str | None):
+    def __init__(self, message: str, plan: "MemoryPlan | None" = None, fitting_size: str | None = None):
         super().__init__(message)
         self.plan = plan
         self.fitting_size = fitting_size
@@ -210,6 +215,7 @@ class Footprint:
         output_slot_bytes: the same laid out in a slot.
         output_elements: elements of all outputs.
         largest_output_elements: elements of the largest output (the checks work on one at a time).
+        largest_output_bytes: bytes of the largest output.
         param_bytes: parameters and buffers at the precision.
         forward_peak_bytes: the most a forward at the precision allocates at once, its outputs included.
         reference_param_bytes: parameters and buffers in fp32 (the reference always runs in fp32).
@@ -223,6 +229,7 @@ class Footprint:
     output_slot_bytes: int
     output_elements: int
     largest_output_elements: int
+    largest_output_bytes: int
     param_bytes: int
     forward_peak_bytes: int
     reference_param_bytes: int
@@ -274,6 +281,7 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
         output_slot_bytes=sum(_align(_nbytes(o)) for o in run.outputs),
         output_elements=sum(o.numel() for o in run.outputs),
         largest_output_elements=max((o.numel() for o in run.outputs), default=0),
+        largest_output_bytes=max((_nbytes(o) for o in run.outputs), default=0),
         param_bytes=sum(_nbytes(p) for p in params),
         forward_peak_bytes=run.forward_peak_bytes,
         reference_param_bytes=ref_params,
@@ -285,12 +293,12 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
 
 
 def check_work_bytes(fp: Footprint) -> int:
-    """The checks' temporaries for one trial's outputs, beyond the outputs themselves (an upper bound;
-    ``benchmarks/memplan_checks.py`` measures it)."""
-    chunk = min(fp.largest_output_elements, CHECK_CHUNK_ELEMENTS)
-    return (CHECK_BASE_BYTES + CHECK_CHUNK_TEMPORARIES * 4 * chunk
-            + CHECK_MASK_BYTES_PER_ELEMENT * fp.largest_output_elements
-            + min(CHECK_INVARIANT_BYTES, 3 * 8 * fp.output_elements))
+    """The checks' temporaries for one trial's outputs, beyond the outputs themselves: an upper bound of what
+    ``rewards.verdict.correctness_checks`` allocates (``benchmarks/memplan_checks.py`` measures it)."""
+    whole = fp.largest_output_bytes + CHECK_MASK_BYTES_PER_ELEMENT * fp.largest_output_elements
+    chunked = CHECK_CHUNK_BYTES_PER_ELEMENT * min(fp.largest_output_elements, CHECK_CHUNK_ELEMENTS)
+    invariants = min(CHECK_INVARIANT_BYTES, 3 * 8 * fp.output_elements)
+    return CHECK_BASE_BYTES + max(whole, chunked, invariants)
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -299,19 +307,31 @@ def check_work_bytes(fp: Footprint) -> int:
 class MemoryPlan:
     """What one evaluation holds, part by part, in bytes, against the budget it was planned for.
 
-    Device parts (host parts on the CPU, where ``*_context_bytes`` are each process's resident interpreter):
-    ``supervisor_context_bytes``, ``reference_model_bytes``, ``reference_entry_bytes`` (the trial in
-    flight), ``reference_cache_bytes`` (what the LRU may keep during this evaluation: elastic, whatever the
-    rest leaves up to ``REFERENCE_CACHE_SHARE`` of the budget, 0 when the plan does not fit),
-    ``reference_work_bytes``, ``output_copies_bytes`` and ``check_work_bytes`` (the supervisor holds either
-    the reference work or the output copies with the check work: ``supervisor_transient_bytes`` is the larger),
-    ``lent_slot_bytes`` (``n_slots`` × ``slot_bytes``), ``worker_cap_bytes`` (the worker's allocator cap),
-    ``worker_context_bytes``, ``spare_context_bytes``, ``baseline_bytes`` and ``headroom_bytes``.
+    Parts (on the device; in host memory on the CPU, where the ``*_context_bytes`` are each process's
+    resident interpreter):
 
-    ``total_bytes`` is their sum (with the transient counted once); ``fits`` holds when it is within
-    ``budget_bytes`` and ``host_bytes`` within ``host_budget_bytes``. A supervisor that keeps to the plan
-    (its cache within ``reference_cache_bytes``, ``n_slots`` slots, the worker capped at ``worker_cap_bytes``,
-    at most ``spares`` spares) stays within the budget by construction.
+    - held throughout: ``supervisor_context_bytes``, ``reference_model_bytes``, ``reference_entry_bytes``
+      (the inputs and outputs of the trial in flight), ``reference_cache_bytes`` (what the LRU may keep during
+      this evaluation: elastic, whatever the rest leaves, up to ``REFERENCE_CACHE_SHARE`` of the budget; 0 when
+      the plan does not fit), ``lent_slot_bytes`` (``n_slots`` × ``slot_bytes``), ``worker_cap_bytes`` (the
+      candidate worker's allocator cap), ``worker_context_bytes``, ``spare_context_bytes``,
+      ``baseline_resident_bytes`` (the baseline worker's context, its model and torch.compile's workspace)
+      and ``headroom_bytes``;
+    - in the correctness phase, the larger of ``reference_work_bytes`` (computing a reference: the fp32
+      copies of low-precision inputs and the forward's own allocations) and ``output_copies_bytes`` +
+      ``check_work_bytes`` (the candidate's outputs of the two poisoned runs, copied, and the checks'
+      temporaries): :attr:`correctness_phase_bytes`;
+    - in the timing phase, ``reference_work_bytes`` (re-checked calls get fresh references) and
+      ``baseline_timing_bytes`` (the baseline worker's own slots, as many as the candidate's, and its forward):
+      :attr:`timing_phase_bytes`.
+
+    ``total_bytes`` is the larger phase; ``required_bytes`` the same without the elastic cache. ``fits``
+    holds when ``required_bytes`` is within ``budget_bytes`` and ``host_bytes`` within ``host_budget_bytes``.
+
+    The contract that makes this hold by construction: the supervisor keeps its cache within
+    ``reference_cache_bytes``, lends ``n_slots`` slots, caps the worker's allocator at ``worker_cap_bytes``,
+    keeps at most ``spares`` spares, drops the candidate's output copies before the timing phase, and lends
+    the baseline worker its slots (and times it) only in the timing phase.
     """
 
     problem: str
@@ -336,28 +356,35 @@ class MemoryPlan:
     worker_cap_bytes: int
     worker_context_bytes: int
     spare_context_bytes: int
-    baseline_bytes: int
+    baseline_resident_bytes: int
+    baseline_timing_bytes: int
     headroom_bytes: int
     host_bytes: int
 
     @property
-    def supervisor_transient_bytes(self) -> int:
-        return max(self.reference_work_bytes, self.output_copies_bytes + self.check_work_bytes)
+    def held_bytes(self) -> int:
+        """What every phase holds, the cache included."""
+        return (self.supervisor_context_bytes + self.reference_model_bytes + self.reference_entry_bytes
+                + self.reference_cache_bytes + self.lent_slot_bytes + self.worker_cap_bytes
+                + self.worker_context_bytes + self.spare_context_bytes + self.baseline_resident_bytes
+                + self.headroom_bytes)
 
     @property
-    def supervisor_bytes(self) -> int:
-        return (self.supervisor_context_bytes + self.reference_model_bytes + self.reference_entry_bytes
-                + self.reference_cache_bytes + self.supervisor_transient_bytes)
+    def correctness_phase_bytes(self) -> int:
+        return self.held_bytes + max(self.reference_work_bytes, self.output_copies_bytes + self.check_work_bytes)
+
+    @property
+    def timing_phase_bytes(self) -> int:
+        return self.held_bytes + self.reference_work_bytes + self.baseline_timing_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return max(self.correctness_phase_bytes, self.timing_phase_bytes)
 
     @property
     def required_bytes(self) -> int:
         """Everything but the elastic reference cache: what must fit."""
         return self.total_bytes - self.reference_cache_bytes
-
-    @property
-    def total_bytes(self) -> int:
-        return (self.supervisor_bytes + self.lent_slot_bytes + self.worker_cap_bytes + self.worker_context_bytes
-                + self.spare_context_bytes + self.baseline_bytes + self.headroom_bytes)
 
     @property
     def fits_device(self) -> bool:
@@ -372,23 +399,26 @@ class MemoryPlan:
         return self.fits_device and self.fits_host
 
     def explain(self) -> str:
-        """One line: the total against the budget and the parts that make it."""
+        """One line: the peak against the budget, and the parts that make it."""
         g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
         where = "GPU" if self.device_type == "cuda" else "host"
         verdict = "fits" if self.fits else "does not fit"
-        contexts = self.supervisor_context_bytes + self.worker_context_bytes + self.spare_context_bytes
+        contexts = (self.supervisor_context_bytes + self.worker_context_bytes + self.spare_context_bytes)
         return (f"{self.problem} size={self.size} {self.precision}: {g(self.total_bytes)} of {g(self.budget_bytes)}"
-                f" GiB {where} ({verdict}) = supervisor {g(self.supervisor_bytes)} [model "
-                f"{g(self.reference_model_bytes)}, entry {g(self.reference_entry_bytes)}, cache "
-                f"{g(self.reference_cache_bytes)}, checks {g(self.supervisor_transient_bytes)}] + slots "
-                f"{self.n_slots}x{g(self.slot_bytes)} + worker cap {g(self.worker_cap_bytes)} + baseline "
-                f"{g(self.baseline_bytes)} + contexts {g(contexts)} + headroom {g(self.headroom_bytes)}; host "
-                f"{g(self.host_bytes)} of {g(self.host_budget_bytes)} GiB")
+                f" GiB {where}, {verdict} (peak of correctness {g(self.correctness_phase_bytes)} and timing "
+                f"{g(self.timing_phase_bytes)}): reference model {g(self.reference_model_bytes)} + entry "
+                f"{g(self.reference_entry_bytes)} + cache {g(self.reference_cache_bytes)} + work "
+                f"{g(self.reference_work_bytes)} | output copies {g(self.output_copies_bytes)} + checks "
+                f"{g(self.check_work_bytes)}; slots {self.n_slots}x{g(self.slot_bytes)}; worker cap "
+                f"{g(self.worker_cap_bytes)}; baseline {g(self.baseline_resident_bytes)} + "
+                f"{g(self.baseline_timing_bytes)} in timing; contexts {g(contexts)}; headroom "
+                f"{g(self.headroom_bytes)}; host {g(self.host_bytes)} of {g(self.host_budget_bytes)} GiB")
 
     def to_dict(self) -> dict:
+        """The fields and the derived figures, JSON-safe (for results' facts and reports)."""
         d = dataclasses.asdict(self)
-        d.update(total_bytes=self.total_bytes, required_bytes=self.required_bytes, fits=self.fits,
-                 supervisor_bytes=self.supervisor_bytes)
+        d.update(correctness_phase_bytes=self.correctness_phase_bytes, timing_phase_bytes=self.timing_phase_bytes,
+                 total_bytes=self.total_bytes, required_bytes=self.required_bytes, fits=self.fits)
         return d
 
 
@@ -396,7 +426,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
          device_type: str = "cuda", l2_bytes: int = DEFAULT_L2_BYTES, host_budget: int | None = None,
          overrides: dict | None = None) -> MemoryPlan:
     """Plan one evaluation of ``problem`` at ``size`` and ``precision`` (None: the problem's default)
-    against a device budget (see the module docstring for the parts).
+    against a device budget (see :class:`MemoryPlan` for the parts and the contract).
 
     ``device_type`` ``cpu`` plans host memory (then ``device_budget_bytes`` is the host budget and the host
     budget defaults to it); ``l2_bytes`` is the device's L2 cache (:func:`l2_bytes`); ``host_budget``
@@ -415,31 +445,34 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     n_slots = max(MIN_SLOTS, math.ceil(L2_FACTOR * (l2_bytes if cuda else 0) / slot))
     lent = n_slots * slot
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
-    reference_model = fp.reference_param_bytes + (fp.param_bytes if precision != "fp32" else 0)
-    entry = fp.input_bytes + fp.output_bytes
-    work = fp.reference_upcast_bytes + fp.reference_forward_peak_bytes
-    copies = OUTPUT_COPIES * fp.output_bytes
-    checks = check_work_bytes(fp)
-    worker_cap = WORKER_CAP_BASE + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes
-    baseline = context + fp.param_bytes + lent + 2 * fp.forward_peak_bytes + COMPILE_WORKSPACE_BYTES
     spares = max(int(spares), 0)
     parts = dict(
-        supervisor_context_bytes=context, reference_model_bytes=reference_model, reference_entry_bytes=entry,
-        reference_cache_bytes=0, reference_work_bytes=work, output_copies_bytes=copies, check_work_bytes=checks,
-        lent_slot_bytes=lent, worker_cap_bytes=worker_cap, worker_context_bytes=context,
-        spare_context_bytes=spares * context, baseline_bytes=baseline, headroom_bytes=HEADROOM_BYTES)
-    processes = 3 + spares  # supervisor, worker, baseline worker, spares
+        supervisor_context_bytes=context,
+        reference_model_bytes=fp.reference_param_bytes + (fp.param_bytes if precision != "fp32" else 0),
+        reference_entry_bytes=fp.input_bytes + fp.output_bytes,
+        reference_cache_bytes=0,
+        reference_work_bytes=fp.reference_upcast_bytes + fp.reference_forward_peak_bytes,
+        output_copies_bytes=OUTPUT_COPIES * fp.output_bytes,
+        check_work_bytes=check_work_bytes(fp),
+        lent_slot_bytes=lent,
+        worker_cap_bytes=WORKER_CAP_BASE + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes,
+        worker_context_bytes=context,
+        spare_context_bytes=spares * context,
+        baseline_resident_bytes=context + fp.param_bytes + COMPILE_WORKSPACE_BYTES,
+        baseline_timing_bytes=lent + fp.forward_peak_bytes,
+        headroom_bytes=HEADROOM_BYTES)
     if cuda:
-        # Each process's libraries, the models built on the host before they move (fp32), and the host arena
-        # that outputs fall back to when device memory cannot be shared.
-        host = processes * HOST_PROCESS_BYTES_CUDA + 3 * fp.reference_param_bytes + fp.output_slot_bytes
+        # Each process's libraries (supervisor, worker, baseline worker, spares), the models built on the host
+        # before they move (fp32), and the host arena that outputs fall back to when device memory cannot be
+        # shared.
+        host = (3 + spares) * HOST_PROCESS_BYTES_CUDA + 3 * fp.reference_param_bytes + fp.output_slot_bytes
     else:
-        host = 0  # filled below: on the CPU the device parts are the host's
+        host = 0  # set below: on the CPU the plan's parts are the host's
     p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,
                    budget_bytes=int(device_budget_bytes), host_budget_bytes=int(host_budget), spares=spares,
                    n_slots=n_slots, slot_bytes=slot, input_bytes=fp.input_bytes, output_bytes=fp.output_bytes,
                    host_bytes=host, **parts)
-    cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), device_budget_bytes - p.required_bytes))
+    cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), int(device_budget_bytes) - p.required_bytes))
     p = dataclasses.replace(p, reference_cache_bytes=cache)
     if not cuda:
         p = dataclasses.replace(p, host_bytes=p.total_bytes)
