@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 from functools import lru_cache
@@ -216,21 +217,17 @@ def structure(x: torch.Tensor, gen: torch.Generator, offsets: bool = False, log:
       a random-sign offset of 10**U(0, 1.5) times the row's mean |x|.
 
     Factors are positive, so signs are kept and an input that must be positive stays positive. Magnitudes stay
-    below 10**12 times the draw's largest |x| (sums of squares stay finite in fp32).
+    below 10**12 times the draw's largest |x| (sums of squares stay finite in fp32). Only vectors the size of an
+    axis and the spikes are allocated: no temporary the size of the input.
 
     With ``log`` (the ``log_structured`` domain, for logits) the same factors are applied to exp(x): x + ln(f), so
     the softmax mass, not the logit, has the structure (per-index terms along axis 0 are per-row offsets).
     """
-    if log:
-        m = x.abs().max() if x.numel() else None
-        if m is None or float(m) == 0.0:
-            return x
-        ones = torch.ones_like(x)
-        structure(ones, gen)
-        return x.add_(ones.log_())
+    if x.numel() == 0:
+        return x
     dev = x.device
-    base_max = float(x.abs().max()) if x.numel() else 0.0
-    if x.numel() == 0 or base_max == 0.0:
+    base_max = max(float(x.max()), -float(x.min()))  # no full-size temporary (inputs reach gigabytes)
+    if base_max == 0.0 or not math.isfinite(base_max):
         return x
     axes = [d for d in range(x.dim()) if x.shape[d] >= 2]
     heavy_cap = 10.0 ** (_HEAVY_RANGE / max(len(axes), 1))
@@ -244,20 +241,29 @@ def structure(x: torch.Tensor, gen: torch.Generator, offsets: bool = False, log:
         f[pos] = torch.clamp(heavy, max=heavy_cap)
         shape = [1] * x.dim()
         shape[d] = n
-        x.mul_(f.view(shape).to(x.dtype))
-    if axes:
+        if log:
+            x.add_(f.log().view(shape).to(x.dtype))
+        else:
+            x.mul_(f.view(shape).to(x.dtype))
+    if axes and x.is_contiguous():
         n_max = max(x.shape[d] for d in axes)
         count = max(1, min(x.numel() // 8, _SPIKES_PER_FIBER * x.numel() // n_max))
-        flat = x.view(-1) if x.is_contiguous() else None
-        if flat is not None:
-            idx = torch.randint(0, x.numel(), (count,), generator=gen, device=dev)
-            spike = (n_max * mean_bulk / _SPIKES_PER_FIBER) * torch.pow(10.0, torch.rand(count, generator=gen, device=dev) - 0.5)
+        flat = x.view(-1)
+        idx = torch.randint(0, x.numel(), (count,), generator=gen, device=dev)
+        spike = (n_max * mean_bulk / _SPIKES_PER_FIBER) * torch.pow(
+            10.0, torch.rand(count, generator=gen, device=dev) - 0.5)
+        if log:
+            flat[idx] = flat[idx] + spike.log().to(x.dtype)
+        else:
             cur = flat[idx].abs().clamp_min(torch.finfo(torch.float32).tiny)
             spike = torch.minimum(spike, (_SPIKE_LIMIT * base_max) / cur)
             flat[idx] = flat[idx] * spike.to(x.dtype)
     if offsets and x.dim() >= 2:
         rows = x.shape[0]
-        scale = x.abs().reshape(rows, -1).mean(dim=1)
+        per_row = max(x.numel() // rows, 1)
+        step = max(1, (1 << 24) // per_row)  # row blocks: no full-size |x| temporary
+        scale = torch.cat([x[i:i + step].abs().reshape(min(step, rows - i), -1).mean(dim=1)
+                           for i in range(0, rows, step)])
         sign = torch.where(torch.rand(rows, generator=gen, device=dev) < 0.5, -1.0, 1.0)
         off = sign * scale * torch.pow(10.0, torch.rand(rows, generator=gen, device=dev) * _OFFSET_DECADES)
         x.add_(off.view([rows] + [1] * (x.dim() - 1)).to(x.dtype))
