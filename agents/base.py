@@ -22,9 +22,26 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kbenv.errors import PolicyError  # one error hierarchy: defined by kbenv, raised by policies
-
 Observation = dict[str, Any]
+
+
+class PolicyError(RuntimeError):
+    """A policy could not produce a reply (the model server refused, failed or never answered).
+
+    This is a fault of the serving side, not a bad answer from the model: callers must not turn it into a low
+    reward. (agents/ does not import kbenv, so this is not a subclass of kbenv's errors: kbenv's rollout runner
+    turns any exception of a policy into :class:`kbenv.errors.PolicyFailed`.)
+
+    Attributes:
+        status: the HTTP status of the last response, or ``None`` when no response came back (connection error,
+            timeout) or the policy is not HTTP-based.
+        body: an excerpt of the last response body ("" when there was none).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
 
 
 class Policy:

@@ -7,13 +7,13 @@ Public API:
 - batch scoring for trainers that do not step an env: :func:`score`, :func:`trl_reward_func`;
 - problems: :func:`list_problems`, :func:`get_problem`;
 - evaluation: :class:`EvalRequest`, :class:`EvalResult`, :class:`EvaluatorPool` (Ray actors, one per GPU);
-- errors: :class:`UsageError` (a ``ValueError``), :class:`PolicyError`, :class:`MemoryPlanError` (a ``ValueError``
+- errors: :class:`UsageError` (a ``ValueError``), :class:`PolicyFailed`, :class:`MemoryPlanError` (a ``ValueError``
   naming the size that fits), all but the last under :class:`KbenvError`;
 - trainers: :func:`kbenv.verifiers_env.load_environment` (needs ``verifiers``).
 """
 
 from kbenv.env import KernelEnv, register_envs
-from kbenv.errors import KbenvError, PolicyError, UsageError
+from kbenv.errors import KbenvError, PolicyFailed, UsageError
 from kbenv.problems import get_problem, list_problems
 from kbenv.sandbox.result import EvalRequest, EvalResult
 
@@ -37,5 +37,5 @@ def __getattr__(name):
 
 
 __all__ = ["KernelEnv", "EvalRequest", "EvalResult", "EvaluatorPool", "score", "trl_reward_func",
-           "KernelVectorEnv", "list_problems", "get_problem", "KbenvError", "UsageError", "PolicyError",
+           "KernelVectorEnv", "list_problems", "get_problem", "KbenvError", "UsageError", "PolicyFailed",
            "MemoryPlanError", "__version__"]

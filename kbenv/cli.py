@@ -29,7 +29,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from kbenv.errors import PolicyError, UsageError
+from kbenv.errors import PolicyFailed, UsageError
 
 EXIT_OK, EXIT_HARNESS, EXIT_USAGE, EXIT_MISMATCH, EXIT_PIPE = 0, 1, 2, 3, 141
 
@@ -44,7 +44,7 @@ EXIT_CODES = f"""exit status:
 
 #: Exceptions that mean "the caller asked for something that cannot be done as asked": exit 2, one line.
 USAGE_ERRORS = (UsageError, ValueError, KeyError, FileNotFoundError, FileExistsError, IsADirectoryError,
-                NotADirectoryError, PermissionError, PolicyError)
+                NotADirectoryError, PermissionError, PolicyFailed, ConnectionError)
 
 
 def _cpu_env() -> None:

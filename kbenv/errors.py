@@ -4,9 +4,9 @@
   unknown flag value, a missing file, a device this machine lacks, a run directory that does not exist). The CLI
   prints its one-line message and exits 2. ``where`` names the flag or file at fault.
 - :class:`RunNotFound`: a run directory with no record log (a ``UsageError`` and a ``FileNotFoundError``).
-- :class:`PolicyError`: the policy's serving side failed (a model server refused, failed or never answered).
-  Not the model's fault and not the harness's: never turned into a low reward. The CLI exits 2 for it (the
-  environment is at fault: an unreachable or broken server).
+- :class:`PolicyFailed`: the policy raised instead of replying (for example its model server refused, failed
+  or never answered: ``kbenv.agents.PolicyError``). Not the model's fault and not the harness's: never turned
+  into a low reward. The CLI exits 2 for it (the environment is at fault: an unreachable or broken server).
 
 Harness faults (the sandbox's ``HarnessError``, a baseline that cannot be measured) are not here: they raise
 their own types, and the CLI exits 1 with the traceback, because an RL run must stop loudly on them.
@@ -14,7 +14,7 @@ their own types, and the CLI exits 1 with the traceback, because an RL run must 
 
 from __future__ import annotations
 
-__all__ = ["KbenvError", "UsageError", "RunNotFound", "PolicyError"]
+__all__ = ["KbenvError", "UsageError", "RunNotFound", "PolicyFailed"]
 
 
 class KbenvError(Exception):
@@ -33,19 +33,7 @@ class RunNotFound(UsageError, FileNotFoundError):
     """A run directory holds no record log (``records.msgpack``)."""
 
 
-class PolicyError(KbenvError, RuntimeError):
-    """A policy could not produce a reply (the model server refused, failed or never answered).
-
-    This is a fault of the serving side, not a bad answer from the model: callers must not turn it into a low
-    reward.
-
-    Attributes:
-        status: the HTTP status of the last response, or ``None`` when no response came back (connection error,
-            timeout) or the policy is not HTTP-based.
-        body: an excerpt of the last response body ("" when there was none).
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
+class PolicyFailed(KbenvError, RuntimeError):
+    """The policy raised instead of replying (its model server refused, failed or never answered, or the
+    policy's own code failed). Raised by the rollout runner from the policy's exception (``__cause__``); the
+    CLI exits 2 naming ``--policy``. Not the model's bad answer and not a harness fault: never a reward."""

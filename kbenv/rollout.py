@@ -20,7 +20,7 @@ from pathlib import Path
 from kbenv import step as _step
 from kbenv.config import parse_limits
 from kbenv.env import KernelEnv
-from kbenv.errors import UsageError
+from kbenv.errors import PolicyFailed, UsageError
 from kbenv.problems import get_problem, list_problems
 from kbenv.records import RecordWriter, completed_keys, make_record, write_metadata
 
@@ -128,8 +128,9 @@ def _problem_list(cfg: RolloutConfig, policy) -> list[str]:
 def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
     """Run (or resume) a rollout and return its run directory.
 
-    A pool passed in is left running; one started here is closed at the end. A policy's serving failure
-    (:class:`~kbenv.errors.PolicyError`) and a harness fault stop the run (the records so far are kept).
+    A pool passed in is left running; one started here is closed at the end. A policy that raises
+    (:class:`~kbenv.errors.PolicyFailed`, from the policy's exception) and a harness fault stop the run (the
+    records so far are kept).
     """
     policy = policy or resolve_policy(cfg.policy, cfg.policy_kwargs)
     problems = _problem_list(cfg, policy)
@@ -187,7 +188,10 @@ def _run(cfg: RolloutConfig, pool, policy, problems: list[str], run_dir: Path) -
         with RecordWriter(run_dir) as writer:
             live = list(episodes)
             while live:
-                replies = policy.act_batch([e["obs"] for e in live])
+                try:
+                    replies = policy.act_batch([e["obs"] for e in live])
+                except Exception as exc:  # noqa: BLE001 - any policy failure stops the run; never a reward
+                    raise PolicyFailed(f"--policy {cfg.policy}: {type(exc).__name__}: {exc}") from exc
                 prepared = [e["env"].prepare(reply) for e, reply in zip(live, replies)]
                 n_evals += sum(p.result is None for p in prepared)
                 finished = []

@@ -104,3 +104,20 @@ def test_resume_skips_episodes_that_completed_keys_reports_finished(tmp_path, mo
     assert [(r.problem, r.candidate.endswith("x * 0\n")) for r in pool.requests] == [
         ("kernelbench/level1/19", True), ("kernelbench/level1/21", True)]  # only the new episode 1 of each
     assert len(read_records(out)) == 4
+
+
+def test_a_policy_that_raises_stops_the_run_as_policy_failed_never_as_a_reward(tmp_path):
+    import pytest
+
+    from kbenv.agents import PolicyError
+    from kbenv.errors import PolicyFailed
+
+    class Down:
+        def act_batch(self, observations):
+            raise PolicyError("POST http://127.0.0.1:9/v1/chat/completions failed: ConnectionError")
+    pool = FakePool()
+    with pytest.raises(PolicyFailed, match="--policy known-good: PolicyError: POST") as e:
+        run_rollout(RolloutConfig(problems="kernelbench/level1/19", turns=1, out=str(tmp_path / "r"),
+                                  progress=False, device="cpu"), pool=pool, policy=Down())
+    assert isinstance(e.value.__cause__, PolicyError) and pool.requests == []
+    assert read_records(tmp_path / "r") == []
