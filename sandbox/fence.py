@@ -59,7 +59,15 @@ class StopFence:
     def __init__(self, device=None):
         self._held: dict[int, list[int]] = {}
 
+    def prepare(self, p: ExecutorProcess) -> list[int]:
+        return []
+
+    def complete(self, p: ExecutorProcess, pids: list[int], timeout_s: float = 10.0) -> None:
+        self.hold(p, timeout_s)
+
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
+        if id(p) in self._held:
+            return
         pids = p.pause()
         self._held[id(p)] = pids
         _wait_stopped(pids, time.monotonic() + timeout_s)
@@ -96,36 +104,53 @@ class ProcessLockFence(StopFence):
     def __init__(self, device=None, lib=None):
         super().__init__(device)
         self.lib = lib or _driver()
-        self._locked: dict[int, int] = {}
+        self._locked: dict[int, list] = {}
+        self._known: dict[int, dict] = {}
 
     def _cuda_pids(self, p: ExecutorProcess) -> list[int]:
-        """Host pids of the executor's processes that hold a CUDA context (the lock refuses the others)."""
-        out = []
+        """Host pids of the executor's processes that loaded the CUDA driver, scanned once per process tree
+        member (reading a torch process's maps costs milliseconds: never inside a timed block)."""
+        known = self._known.setdefault(id(p), {})
         for pid in p._tree():
-            try:
-                with open(f"/proc/{pid}/maps") as f:
-                    if "libcuda.so" in f.read():
-                        out.append(pid)
-            except OSError:
-                continue
-        return out
+            if pid not in known:
+                known[pid] = self._has_cuda(pid)
+        return [pid for pid, yes in known.items() if yes]
+
+    def prepare(self, p: ExecutorProcess) -> list[int]:
+        """Before a timed block: the processes to lock after it (so the block's end costs only the locks)."""
+        return self._cuda_pids(p)
+
+    @staticmethod
+    def _has_cuda(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                return "libcuda.so" in f.read()
+        except OSError:
+            return False
+
+    def complete(self, p: ExecutorProcess, pids: list[int], timeout_s: float = 10.0) -> None:
+        """The end of a timed block: lock the processes found by :meth:`prepare` (returns once their GPU work
+        is done); :meth:`hold` afterwards locks any process that appeared since, and stops the tree."""
+        self._lock_all(p, pids, timeout_s)
 
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
-        """Lock every CUDA process of the executor, each under a deadline enforced from here: the driver does
-        not honour its own timeout against a process that stopped itself (measured on the H200), so a lock
-        still pending at the deadline is ended by SIGKILLing the executor (which releases it)."""
-        locked = []
-        for pid in self._cuda_pids(p):
+        self._lock_all(p, self._cuda_pids(p), timeout_s)
+        super().hold(p, timeout_s)
+
+    def _lock_all(self, p: ExecutorProcess, pids: list[int], timeout_s: float) -> None:
+        """Lock every given CUDA process of the executor not yet locked, each under a deadline enforced from
+        here: the driver does not honour its own timeout against a process that stopped itself (measured on the
+        H200), so a lock still pending at the deadline is ended by SIGKILLing the executor (which releases it)."""
+        locked = self._locked.setdefault(id(p), [])
+        for pid in pids:
+            if pid in locked:
+                continue
             rc = self._lock(p, pid, timeout_s)
             if rc == 3:  # CUDA_ERROR_NOT_INITIALIZED: the process loaded the driver but has no context, no work
                 continue
             if rc != 0:
-                for q in locked:
-                    self.lib.cuCheckpointProcessUnlock(q, ctypes.byref(_UnlockArgs()))
                 raise FenceTimeout(f"the driver could not fence the executor's process (CUresult {rc})")
             locked.append(pid)
-        self._locked[id(p)] = locked
-        super().hold(p, timeout_s)
 
     def _lock(self, p: ExecutorProcess, pid: int, timeout_s: float) -> int:
         result = []

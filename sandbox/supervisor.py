@@ -194,15 +194,9 @@ class Supervisor:
         return SlotLayout.build(example_inputs, st_specs, max(2, min(MAX_SLOTS, budget // max(one, 1))))
 
     def _lend_budget(self, st) -> int:
-        try:
-            from kbenv.sandbox import memplan
-            if self.device.type == "cuda":
-                p = memplan.plan(st.problem, st.size, st.precision, memplan.device_budget_bytes(self.device),
-                                 device_type="cuda", l2_bytes=memplan.l2_bytes(self.device))
-                return max(p.n_slots, 2) * p.slot_bytes
-        except Exception:  # noqa: BLE001 - the plan is advisory for the slot count; 2 slots always work
-            pass
-        return (1 << 30) if self.device.type == "cuda" else 0  # cpu: 2 slots (no cache to cover)
+        """Bytes of slots to lend: 1 GiB on cuda (a full-size problem whose slot is larger gets 2 slots; the
+        supervisor flushes the L2 before every block, so fewer slots cost no cold-cache fidelity), none on cpu."""
+        return (1 << 30) if self.device.type == "cuda" else 0
 
     def _peaks(self) -> dict:
         if self.device.type != "cuda":
