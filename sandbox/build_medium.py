@@ -153,10 +153,9 @@ def _indent_of(text: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _rewrite(path: Path, mediums: dict) -> bool:
-    """Set ``medium`` on the entries of one JSON file (a manifest, or a list of parts), keeping its indent;
-    returns whether anything changed. Read right before writing: other fields may be edited meanwhile."""
-    text = path.read_text()
+def with_mediums(text: str, mediums: dict) -> str:
+    """A manifest's (or a list of parts') JSON text with ``medium`` set on the entries ``mediums`` names, in
+    the same indent; the text unchanged when nothing differs."""
     data = json.loads(text)
     entries = data["problems"] if isinstance(data, dict) else data
     changed = False
@@ -164,9 +163,22 @@ def _rewrite(path: Path, mediums: dict) -> bool:
         if e.get("id") in mediums and e.get("medium") != mediums[e["id"]]:
             entries[i] = _with_medium(e, mediums[e["id"]])
             changed = True
-    if changed:
-        path.write_text(json.dumps(data, indent=_indent_of(text)) + "\n")
-    return changed
+    return json.dumps(data, indent=_indent_of(text)) + "\n" if changed else text
+
+
+def _rewrite(path: Path, mediums: dict) -> bool:
+    """Set ``medium`` in one file, read right before writing (other fields may be edited meanwhile)."""
+    text = path.read_text()
+    new = with_mediums(text, mediums)
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+def manifest_files(set_name: str) -> list[Path]:
+    """The files that hold a set's entries: its hand-written parts and the manifest built from them."""
+    set_dir = SETS[set_name]
+    return sorted(set_dir.glob("_parts/*.json")) + sorted(set_dir.glob("_part.json")) + [set_dir / "manifest.json"]
 
 
 def build(set_name: str) -> dict[str, dict]:
@@ -188,9 +200,7 @@ def main(argv=None) -> int:
                 print(f"{name}: medium sizes are stale for {', '.join(stale)}: run python -m kbenv.sandbox.build_medium")
                 status = 1
             continue
-        set_dir = SETS[name]
-        files = sorted(set_dir.glob("_parts/*.json")) + sorted(set_dir.glob("_part.json")) + [set_dir / "manifest.json"]
-        for f in files:
+        for f in manifest_files(name):
             if _rewrite(f, fresh):
                 print(f"wrote {f}")
         for pid, med in fresh.items():
