@@ -151,3 +151,16 @@ def test_projection_reproduces_the_paper():
     assert project(0.582, 0.417, 1.552)["time_saved"] == pytest.approx(0.0863, abs=5e-5)
     assert project(0.419, 0.417, 1.552)["time_saved"] == pytest.approx(0.0621, abs=5e-5)
     assert project(0.089, 0.417, 1.552)["time_saved"] == pytest.approx(0.0132, abs=5e-5)
+
+
+def test_the_readme_carries_the_current_share_table(capsys):
+    """The README's table of s and reward per family is what `python -m kbenv.rewards.share_table` prints now."""
+    from pathlib import Path
+
+    from kbenv.rewards import share_table
+
+    share_table.main([])
+    printed = capsys.readouterr().out.strip()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "python -m kbenv.rewards.share_table" in readme
+    assert printed in readme, "README's share table is stale: paste the output of python -m kbenv.rewards.share_table"
