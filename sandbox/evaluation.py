@@ -161,9 +161,13 @@ class Evaluation:
                 first = outs
                 continue
             per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
+            del inputs, refs, outs
+            self.sup.release_memory()
         inputs, refs = self.official
         again, mut = self._one_call(self.lease, 1 % n_slots, inputs, PATTERN_B, deadline)
         per_trial.insert(0, self._checks("default", inputs, refs, first, again, mut, 0))
+        del first, again
+        self.sup.release_memory()
         return per_trial
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:
@@ -198,6 +202,7 @@ class Evaluation:
             finally:
                 self.sup.fence.release(proc)
                 self.sup.pool.dispose(proc, lease)
+        self.sup.release_memory()
         self._tick("decoy", t0)
         return out
 
@@ -205,6 +210,7 @@ class Evaluation:
     def timing(self, res: EvalResult) -> dict:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
+        sup.release_memory()
         bases = sup.baselines.leases(st, self.layout, self.official[0])
         self._tick("baseline_setup", t_phase)
         t0 = time.monotonic()
@@ -227,6 +233,7 @@ class Evaluation:
                     for lease in regions:
                         lease.write_inputs(k, x)
                     del x
+                sup.release_memory()
                 sides = [("candidate", self.lease)] + list(bases.items())
                 if r % 2:
                     sides.reverse()
@@ -292,4 +299,5 @@ class Evaluation:
                 out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,
                                    category="mutation"))
             del refs, got, inputs_k
+        self.sup.release_memory()
         return out

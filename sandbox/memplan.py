@@ -71,6 +71,10 @@ OUTPUT_COPIES = 2  # the candidate's outputs of the two poisoned runs, copied in
 WORKER_CAP_BASE = 1 * GiB  # cuBLAS workspace, Triton autotuning buffers, small tensors
 COMPILE_WORKSPACE_BYTES = 1 * GiB  # torch.compile's autotuning and its own buffers in the baseline worker
 HEADROOM_BYTES = 512 * MiB  # driver allocations and allocator fragmentation
+# On the CPU there is no cuBLAS workspace, driver or CUDA context: smaller fixed parts.
+CPU_WORKER_CAP_BASE = 256 * MiB
+CPU_COMPILE_WORKSPACE_BYTES = 256 * MiB
+CPU_HEADROOM_BYTES = 256 * MiB
 REFERENCE_CACHE_SHARE = 0.25  # the reference cache may keep up to this share of the budget (35 GiB on an H200)
 
 # The checks' temporaries (rewards/checks.py, rewards/invariants.py), measured on the CPU with
@@ -445,6 +449,8 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     n_slots = max(MIN_SLOTS, math.ceil(L2_FACTOR * (l2_bytes if cuda else 0) / slot))
     lent = n_slots * slot
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
+    worker_base = WORKER_CAP_BASE if cuda else CPU_WORKER_CAP_BASE
+    compile_workspace = COMPILE_WORKSPACE_BYTES if cuda else CPU_COMPILE_WORKSPACE_BYTES
     spares = max(int(spares), 0)
     parts = dict(
         supervisor_context_bytes=context,
@@ -455,12 +461,12 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         output_copies_bytes=OUTPUT_COPIES * fp.output_bytes,
         check_work_bytes=check_work_bytes(fp),
         lent_slot_bytes=lent,
-        worker_cap_bytes=WORKER_CAP_BASE + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes,
+        worker_cap_bytes=worker_base + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes,
         worker_context_bytes=context,
         spare_context_bytes=spares * context,
-        baseline_resident_bytes=context + fp.param_bytes + COMPILE_WORKSPACE_BYTES,
+        baseline_resident_bytes=context + fp.param_bytes + compile_workspace,
         baseline_timing_bytes=lent + fp.forward_peak_bytes,
-        headroom_bytes=HEADROOM_BYTES)
+        headroom_bytes=HEADROOM_BYTES if cuda else CPU_HEADROOM_BYTES)
     if cuda:
         # Each process's libraries (supervisor, worker, baseline worker, spares), the models built on the host
         # before they move (fp32), and the host arena that outputs fall back to when device memory cannot be

@@ -222,6 +222,12 @@ class Supervisor:
             floor = max(floor, problem.floor_ms(precision, self.peaks["bytes_per_s"], flops))
         return floor
 
+    def release_memory(self) -> None:
+        """Hand the supervisor's freed device memory back to the driver: executors are other processes, and
+        memory kept in this process's caching allocator is memory they cannot have."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def call_overhead_us(self) -> float | None:
         return self._overhead_us
 
