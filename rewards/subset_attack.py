@@ -154,18 +154,19 @@ def _round(outs: list, dtype: torch.dtype) -> list:
 
 
 def judge_attack(problem: Problem, precision: str, size: str = "small", domains=None,
-                 seed_salt: str = "attack") -> list[AttackResult]:
+                 seed_salt: str = "attack", device: str = "cpu") -> list[AttackResult]:
     """Every variant of ``problem`` judged by the verifier's correctness checks on each domain (the problem's
-    own list by default); inputs and reference as the sandbox builds them at ``precision``."""
+    own list by default); inputs and reference as the sandbox builds them at ``precision`` (``size`` and
+    ``device``: ``full`` on ``cuda`` is the H200 run at the verifier level)."""
     dtype = PRECISIONS[precision]
     ns = problem.namespace(size)
-    model = make_model(ns, "Model", 42, "cpu", torch.float32)
+    model = make_model(ns, "Model", 42, device, torch.float32)
     vs = variants(problem)
     failed: dict[str, list] = {v.name: [] for v in vs}
     skipped: set[str] = set()
     changed: dict[str, bool] = {v.name: False for v in vs}
     for t_i, domain in enumerate(domains or problem.domains):
-        inputs = make_inputs(ns, problem_seed(problem.id, f"{seed_salt}:{domain}"), domain, "cpu", dtype,
+        inputs = make_inputs(ns, problem_seed(problem.id, f"{seed_salt}:{domain}"), domain, device, dtype,
                              problem.broad_inputs)
         up = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         with torch.no_grad():
@@ -193,6 +194,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Run the generated subset attack over the registry (CPU size).")
     ap.add_argument("--precision", action="append", choices=["fp32", "bf16"])
     ap.add_argument("--only", nargs="*", help="problem ids")
+    ap.add_argument("--size", default="small", choices=["small", "medium", "full"])
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (full size wants a GPU)")
     ap.add_argument("--default-only", action="store_true",
                     help="judge on the official domain alone (shows what the attack earns without the others)")
     args = ap.parse_args(argv)
@@ -203,7 +206,8 @@ def main(argv=None) -> None:
         for pr in precs:
             if pr not in p.precision_allowed:
                 continue
-            res = [r for r in judge_attack(p, pr, domains=["default"] if args.default_only else None)
+            res = [r for r in judge_attack(p, pr, size=args.size, device=args.device,
+                                           domains=["default"] if args.default_only else None)
                    if r.reads_skipped]
             ok = all(r.rejected for r in res)
             rejected[pr] += ok
