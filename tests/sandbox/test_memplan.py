@@ -1,0 +1,279 @@
+"""The memory plan: sizes from the meta device match real tensors, the plan's parts add up, the largest
+problems are refused on small cards with a one-line message naming the size that fits, and every medium size
+fits 22 GiB."""
+
+import json
+import math
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from kbenv.problems import PRECISIONS, get_problem, list_problems, make_inputs, make_model
+from kbenv.sandbox import build_medium, memplan as M
+
+GiB = M.GiB
+ROOT = Path(__file__).resolve().parents[2]
+H200_GIB = 139.8  # what torch reports for an H200's 141 GB
+
+
+@pytest.fixture(autouse=True)
+def no_caps(monkeypatch):
+    monkeypatch.delenv("KBENV_GPU_MEMORY_CAP", raising=False)
+    monkeypatch.delenv("KBENV_HOST_MEMORY_CAP", raising=False)
+    monkeypatch.setattr(M, "_gpu_cap", None)
+
+
+def fake_gpu(monkeypatch, total_gib: float, name: str = "NVIDIA H200", l2_mib: int = 60):
+    """Make torch report a GPU (on a CPU-only machine) so the device-side paths run with a fake budget."""
+    props = types.SimpleNamespace(name=name, major=9, minor=0, total_memory=int(total_gib * GiB),
+                                  L2_cache_size=l2_mib << 20)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: props)
+
+
+def test_memory_sizes_parse_binary_and_decimal_units():
+    assert M.parse_bytes("40G") == 40 * GiB == M.parse_bytes("40GiB") == M.parse_bytes("40 gib")
+    assert M.parse_bytes("24GB") == 24 * 10 ** 9
+    assert M.parse_bytes("512M") == 512 << 20
+    assert M.parse_bytes("1.5T") == int(1.5 * 2 ** 40)
+    assert M.parse_bytes("1000") == 1000 == M.parse_bytes(1000)
+    for bad in ("forty", "40X", "-1G", "", "G"):
+        with pytest.raises(ValueError, match="memory size"):
+            M.parse_bytes(bad)
+
+
+def test_the_gpu_cap_comes_from_python_or_the_environment_and_reaches_child_processes(monkeypatch):
+    assert M.gpu_memory_cap() is None
+    monkeypatch.setenv("KBENV_GPU_MEMORY_CAP", "80G")
+    assert M.gpu_memory_cap() == 80 * GiB
+    M.set_gpu_memory_cap("24G")
+    assert M.gpu_memory_cap() == 24 * GiB
+    child = subprocess.run([sys.executable, "-c", "from kbenv.sandbox import memplan; print(memplan.gpu_memory_cap())"],
+                           capture_output=True, text=True, check=True)
+    assert int(child.stdout) == 24 * GiB  # a process started afterwards honours the same cap
+    fake_gpu(monkeypatch, H200_GIB)
+    assert M.device_budget_bytes("cuda") == 24 * GiB
+    M.set_gpu_memory_cap(None)
+    assert M.gpu_memory_cap() is None and M.device_budget_bytes("cuda:0") == int(H200_GIB * GiB)
+    monkeypatch.setenv("KBENV_GPU_MEMORY_CAP", "lots")
+    with pytest.raises(ValueError, match="KBENV_GPU_MEMORY_CAP"):
+        M.gpu_memory_cap()
+
+
+def test_the_cpu_budget_is_the_hosts_capped_by_kbenv_host_memory_cap(monkeypatch):
+    host = M.host_budget_bytes()
+    assert 1 * GiB < host < 1 << 50
+    assert M.device_budget_bytes("cpu") == host
+    monkeypatch.setenv("KBENV_HOST_MEMORY_CAP", "3G")
+    assert M.host_budget_bytes() == M.device_budget_bytes("cpu") == min(host, 3 * GiB)
+
+
+def _nbytes(xs):
+    return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+
+
+@pytest.mark.parametrize("pid", ["kernelbench/level1/19", "kernelbench/level1/23", "kernelbench/level1/37",
+                                 "kernelbench/level1/1", "kernelbench/level1/42", "kernelbench/level1/95",
+                                 "kernelbench/level1/97", "dlrm/1", "dlrm/4", "dlrm/11"])
+def test_sizes_from_the_meta_device_match_the_real_tensors(pid):
+    p = get_problem(pid)
+    for prec in p.precision_allowed:
+        fp = M.footprint(p, "small", prec)
+        ns = p.namespace("small")
+        inputs = make_inputs(ns, 7, "default", "cpu", PRECISIONS[prec], p.broad_inputs)
+        model = make_model(ns, "Model", 42, "cpu", PRECISIONS[prec])
+        with torch.no_grad():
+            out = model(*inputs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        assert fp.input_bytes == _nbytes(inputs), prec
+        assert fp.output_bytes == _nbytes(outs), prec
+        assert fp.output_elements == sum(o.numel() for o in outs)
+        assert fp.param_bytes == _nbytes(list(model.parameters()) + list(model.buffers()))
+        assert fp.forward_peak_bytes >= fp.output_bytes
+        assert fp.slot_bytes >= fp.input_bytes + fp.output_bytes and fp.slot_bytes % M.SLOT_ALIGN == 0
+        if prec != "fp32":  # the reference runs in fp32 on upcast copies of the floating-point inputs
+            floats = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+            assert fp.reference_upcast_bytes == 2 * _nbytes(floats)
+
+
+def test_slot_alignment_is_the_lent_memorys():
+    from kbenv.sandbox import lent
+    assert M.SLOT_ALIGN == lent.ALIGN
+
+
+LARGEST = ["kernelbench/level1/37", "kernelbench/level1/23", "kernelbench/level1/38", "kernelbench/level1/45"]
+CARDS_GIB = [23.6, 39.6, 79.1, H200_GIB]  # what torch reports for 24, 40, 80 and 141 GB cards
+
+
+@pytest.mark.parametrize("pid", LARGEST)
+@pytest.mark.parametrize("card", CARDS_GIB)
+def test_the_largest_problems_at_full_size_fit_only_the_141_gb_card(pid, card):
+    budget = int(card * GiB)
+    p = M.plan(pid, "full", None, budget, host_budget=1 << 50)
+    assert p.fits == (card == H200_GIB), p.explain()
+    assert p.fits == (p.required_bytes <= budget)
+    assert p.total_bytes == max(p.correctness_phase_bytes, p.timing_phase_bytes)
+    assert p.required_bytes == p.total_bytes - p.reference_cache_bytes
+    if p.fits:
+        assert 0 <= p.reference_cache_bytes <= M.REFERENCE_CACHE_SHARE * budget and p.total_bytes <= budget
+    else:
+        assert p.reference_cache_bytes == 0
+    assert p.n_slots == 2 and p.lent_slot_bytes == 2 * p.slot_bytes  # each slot far above the L2
+    assert p.worker_cap_bytes >= p.input_bytes + p.output_bytes
+    assert p.spare_context_bytes == M.CONTEXT_BYTES and p.worker_context_bytes == M.CONTEXT_BYTES
+
+
+def test_problem_37_at_full_size_part_by_part():
+    p = M.plan("kernelbench/level1/37", "full", "fp32", int(H200_GIB * GiB), host_budget=1 << 50)
+    tensor = 112 * 64 * 512 * 512 * 4  # one fp32 input or output: 7 GiB
+    assert p.input_bytes == p.output_bytes == tensor == 7 * GiB
+    assert p.reference_entry_bytes == 2 * tensor
+    assert p.lent_slot_bytes == 2 * 2 * tensor
+    assert p.output_copies_bytes == 2 * tensor
+    # The baseline's own slots and its forward (the output and the norm's scalar).
+    assert 0 <= p.baseline_timing_bytes - (2 * 2 * tensor + tensor) < 1 << 20
+    assert 100 * GiB < p.required_bytes < 120 * GiB
+
+
+def test_small_problems_get_enough_slots_to_cover_twice_the_l2():
+    l2 = 50 << 20
+    p = M.plan("dlrm/11", "small", None, 24 * GiB, l2_bytes=l2, host_budget=1 << 50)
+    assert p.n_slots > 2
+    assert p.n_slots * p.slot_bytes >= M.L2_FACTOR * l2 > (p.n_slots - 1) * p.slot_bytes
+    cpu = M.plan("dlrm/11", "small", None, 24 * GiB, device_type="cpu")
+    assert cpu.n_slots == 2  # no cache to defeat on the CPU
+
+
+def test_spares_each_add_a_context():
+    one = M.plan("kernelbench/level1/23", "medium", None, 24 * GiB, spares=1, host_budget=1 << 50)
+    three = M.plan("kernelbench/level1/23", "medium", None, 24 * GiB, spares=3, host_budget=1 << 50)
+    assert three.required_bytes - one.required_bytes == 2 * M.CONTEXT_BYTES
+    assert three.host_bytes - one.host_bytes == 2 * M.HOST_PROCESS_BYTES_CUDA
+
+
+def test_every_problem_fits_the_h200_at_full_size():
+    for prob in list_problems():
+        for prec in prob.precision_allowed:
+            p = M.plan(prob, "full", prec, int(H200_GIB * GiB), host_budget=1 << 50)
+            assert p.fits, p.explain()
+
+
+def test_every_medium_size_loads_and_fits_22_gib_at_every_precision():
+    reduced = 0
+    for prob in list_problems():
+        ns = prob.namespace("medium")  # loads: every override names a module constant
+        full_ns = prob.namespace("full")
+        full_fits = all(M.plan(prob, "full", prec, 22 * GiB, host_budget=1 << 50).fits for prec in prob.precision_allowed)
+        assert (prob.medium == {}) == full_fits, prob.id
+        reduced += bool(prob.medium)
+        for k, v in prob.medium.items():
+            assert prob.small[k] <= v <= full_ns[k] and ns[k] == v, (prob.id, k)
+        for prec in prob.precision_allowed:
+            p = M.plan(prob, "medium", prec, 22 * GiB, host_budget=1 << 50)
+            assert p.fits and p.required_bytes <= 22 * GiB, p.explain()
+    assert reduced >= 50  # most of level 1's full sizes do not fit a 24 GB card
+
+
+@pytest.mark.parametrize("pid", ["kernelbench/level1/19", "kernelbench/level1/37", "kernelbench/level1/45"])
+def test_a_medium_size_is_the_largest_that_fits(pid):
+    prob = get_problem(pid)
+    (key, value), = prob.medium.items()
+    full = prob.namespace("full")[key]
+    bigger = [v for v in build_medium._candidates(full, prob.small[key]) if v > value]
+    assert bigger and not build_medium._fits(prob, {key: bigger[0]})
+    assert build_medium._fits(prob, {key: value})
+
+
+def test_the_committed_medium_sizes_are_a_fresh_build():
+    r = subprocess.run([sys.executable, "-m", "kbenv.sandbox.build_medium", "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_sizes_are_small_medium_and_full_and_nothing_else():
+    prob = get_problem("kernelbench/level1/23")
+    assert prob.overrides("full") == {} and prob.overrides("small") == prob.small
+    assert prob.overrides("medium") == prob.medium == {"batch_size": 640}
+    with pytest.raises(ValueError, match="'small', 'medium' or 'full'"):
+        prob.overrides("large")
+    with pytest.raises(ValueError, match="small, medium, full"):
+        M.preflight(prob, "large", None, "cpu")
+
+
+def test_on_the_cpu_full_size_is_refused_in_one_line_naming_medium(monkeypatch):
+    # The newcomer's machine: 23 GiB, where `kbenv eval --size full` for problem 19 was OOM-killed at 12.7 GB.
+    host_gib = [23]
+    monkeypatch.setattr(M, "host_budget_bytes", lambda: host_gib[0] * GiB)
+    with pytest.raises(M.MemoryPlanError) as e:
+        M.preflight("kernelbench/level1/19", "full", None, "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and isinstance(e.value, ValueError)
+    assert msg.startswith("kernelbench/level1/19 at --size full (fp32) needs ")
+    assert "of host memory, cpu allows 23.0 GiB" in msg and msg.endswith("GiB)") and "use --size medium" in msg
+    assert e.value.fitting_size == "medium" and not e.value.plan.fits
+    assert M.preflight("kernelbench/level1/19", "medium", None, "cpu").fits
+    host_gib[0] = 6
+    with pytest.raises(M.MemoryPlanError, match="use --size small"):
+        M.preflight("kernelbench/level1/19", "full", None, "cpu")
+    host_gib[0] = 1
+    with pytest.raises(M.MemoryPlanError, match="no size of it fits this device") as e:
+        M.preflight("kernelbench/level1/19", "small", None, "cpu")
+    assert e.value.fitting_size is None
+
+
+@pytest.mark.parametrize("cap,fits_full", [("24G", False), ("40G", False), ("80G", False), (None, True)])
+def test_a_capped_h200_refuses_problem_37_before_anything_allocates(monkeypatch, cap, fits_full):
+    fake_gpu(monkeypatch, H200_GIB)
+    monkeypatch.setattr(M, "host_budget_bytes", lambda: 256 * GiB)  # the H200 machine's host, not this one's
+    if cap:
+        M.set_gpu_memory_cap(cap)
+    if fits_full:
+        p = M.preflight("kernelbench/level1/37", "full", None, "cuda")
+        assert p.fits and p.budget_bytes == int(H200_GIB * GiB)
+        return
+    with pytest.raises(M.MemoryPlanError) as e:
+        M.preflight("kernelbench/level1/37", "full", None, "cuda:0")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("kernelbench/level1/37 at --size full (fp32) needs ")
+    assert f"of GPU memory, cuda:0 allows {M.parse_bytes(cap) / GiB:.1f} GiB (KBENV_GPU_MEMORY_CAP=" in msg
+    assert msg.endswith("GiB)") and ": use --size medium (" in msg
+    assert M.preflight("kernelbench/level1/37", "medium", None, "cuda").fits
+
+
+def test_a_plan_explains_itself_in_one_line_and_serialises():
+    p = M.plan("kernelbench/level1/23", "medium", None, 24 * GiB, host_budget=1 << 50)
+    line = p.explain()
+    assert "\n" not in line and line.startswith("kernelbench/level1/23 size=medium fp32: ")
+    for word in ("fits", "slots 2x", "worker cap", "baseline", "checks", "cache", "host"):
+        assert word in line
+    d = json.loads(json.dumps(p.to_dict()))
+    assert d["total_bytes"] == p.total_bytes and d["fits"] is True and d["n_slots"] == 2
+    with pytest.raises(dataclasses_frozen_error()):
+        p.n_slots = 3
+
+
+def dataclasses_frozen_error():
+    import dataclasses
+    return dataclasses.FrozenInstanceError
+
+
+def test_a_memory_plan_error_is_a_value_error_with_or_without_a_plan():
+    e = M.MemoryPlanError("x at --size full needs 9 GiB")
+    assert isinstance(e, ValueError) and e.plan is None and e.fitting_size is None
+
+
+@pytest.mark.parametrize("pid", ["kernelbench/level1/23", "kernelbench/level1/42"])
+def test_the_checks_take_no_more_than_the_plan_says(pid):
+    # Measured in a fresh process (the peak resident set only grows): the checks of one trial of 2^24
+    # output elements, as the supervisor runs them, against memplan.check_work_bytes.
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "memplan_checks.py"), "--one", pid, str(1 << 24)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["output_elements"] >= 1 << 23
+    assert d["check_work_measured"] > 0
+    assert d["check_work_planned"] >= d["check_work_measured"], d
+    assert math.isfinite(d["check_work_planned"])
