@@ -1,0 +1,171 @@
+"""The memory plan against the GPU: each known-good kernel evaluated at the largest size that fits, with the
+device's peak memory measured, under an optional cap that makes an H200 act as a smaller card.
+
+    python benchmarks/memplan_gpu.py [--cap 24G|40G|80G] [--size largest|full|medium|small] [--only ID,...]
+                                     [--out memplan_gpu.json]
+
+For each problem with a known-good solution: the preflight at ``full`` (a refusal prints its one line), then
+an evaluation at the largest size whose plan fits (``--size largest``, the default) or at ``--size``. A thread
+samples the device's used memory from NVML every 10 ms (all processes: the supervisor, the candidate's
+worker, spares, the baseline worker), so the peak is the driver's figure, not kbenv's own account. Each row
+prints the plan's ``required_bytes`` beside the measured peak; the run exits non-zero if a measured peak
+exceeds the cap (or the device), or a problem that the plan admits crashes with an out-of-memory error.
+
+The issue-16 table is three runs on the H200, one per cap, plus one without:
+
+    for cap in 24G 40G 80G; do python benchmarks/memplan_gpu.py --cap $cap --out memplan_gpu_$cap.json; done
+    python benchmarks/memplan_gpu.py --size medium --out memplan_gpu_medium.json   # issue 15: medium < 22 GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GiB = 1 << 30
+
+
+class _MemInfo(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class DeviceMemorySampler:
+    """The device's used memory (NVML, every process) sampled by a thread; :meth:`window` gives the peak."""
+
+    def __init__(self, torch_index: int, interval_s: float = 0.01):
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from gpubusy import _pci_bus_id
+
+        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if self.lib.nvmlInit_v2() != 0:
+            raise RuntimeError("nvmlInit failed")
+        self.handle = ctypes.c_void_p()
+        bus = _pci_bus_id(torch_index)
+        rc = (self.lib.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(self.handle)) if bus else
+              self.lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(torch_index), ctypes.byref(self.handle)))
+        if rc != 0:
+            raise RuntimeError(f"NVML has no handle for device {torch_index} (rc {rc})")
+        self.peak = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, args=(interval_s,), daemon=True).start()
+
+    def used(self) -> int:
+        info = _MemInfo()
+        if self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(info)) != 0:
+            return 0
+        return int(info.used)
+
+    def _run(self, interval_s: float) -> None:
+        while True:
+            u = self.used()
+            with self.lock:
+                self.peak = max(self.peak, u)
+            time.sleep(interval_s)
+
+    def reset(self) -> int:
+        with self.lock:
+            self.peak = self.used()
+            return self.peak
+
+    def window_peak(self) -> int:
+        time.sleep(0.05)
+        with self.lock:
+            return self.peak
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cap", default=None, help="KBENV_GPU_MEMORY_CAP for this run (e.g. 24G, 40G, 80G)")
+    ap.add_argument("--size", default="largest", choices=["largest", "full", "medium", "small"])
+    ap.add_argument("--precision", default=None)
+    ap.add_argument("--only", default="", help="comma-separated problem ids")
+    ap.add_argument("--out", default="memplan_gpu.json")
+    args = ap.parse_args(argv)
+    if args.cap:
+        os.environ["KBENV_GPU_MEMORY_CAP"] = args.cap  # before anything of kbenv starts: every process inherits it
+    import torch
+
+    from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.problems import get_problem
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox import memplan, peaks
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(dev)
+    budget = memplan.device_budget_bytes(dev)
+    p = peaks.peaks_for_device(dev)
+    print(f"{props.name}: {props.total_memory / GiB:.1f} GiB, planning with {budget / GiB:.1f} GiB "
+          f"(cap {args.cap or 'none'}); floor figures: {p.name} ({p.source[:60]}...)", flush=True)
+    sampler = DeviceMemorySampler(dev.index)
+    good = KnownGoodPolicy()
+    chosen = [pid for pid in good.problems() if not args.only or pid in args.only.split(",")]
+    sup = Supervisor(device=str(dev))
+    rows, bad = [], 0
+    for pid in chosen:
+        prob = get_problem(pid)
+        prec = args.precision or prob.precision_default
+        row = {"problem": pid, "precision": prec, "cap": args.cap, "budget_bytes": budget}
+        try:
+            memplan.preflight(prob, "full", prec, dev)
+            row["full"] = "fits"
+        except memplan.MemoryPlanError as e:
+            row["full"] = "refused"
+            row["refusal"] = str(e)
+            print(f"{pid:24s} refused at full: {e}", flush=True)
+        size = args.size
+        if size == "largest":
+            size = next((s for s in reversed(memplan.SIZES)
+                         if _fits(memplan, prob, s, prec, dev)), None)
+            if size is None:
+                row["verdict"] = "refused at every size"
+                rows.append(row)
+                continue
+        try:
+            plan = memplan.preflight(prob, size, prec, dev)
+        except memplan.MemoryPlanError as e:
+            row.update(size=size, verdict="refused", refusal=str(e))
+            rows.append(row)
+            print(f"{pid:24s} refused at {size}: {e}", flush=True)
+            continue
+        code = extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
+        idle = sampler.reset()
+        t = time.perf_counter()
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=code, size=size, precision=prec))
+        wall = time.perf_counter() - t
+        peak = sampler.window_peak()
+        over = peak > budget
+        oom = (r.category == "oom")
+        bad += over or oom or r.verdict != "pass"
+        row.update(size=size, verdict=r.verdict, category=r.category, reason=r.reason[:200], wall_s=wall,
+                   planned_bytes=plan.required_bytes, peak_used_bytes=peak, idle_used_bytes=idle,
+                   within_budget=not over, plan=plan.to_dict(), speedup=r.speedup)
+        rows.append(row)
+        print(f"{pid:24s} {size:6s} {r.verdict:4s} {r.category or '':12s} planned {plan.required_bytes / GiB:6.1f} GiB"
+              f"  measured peak {peak / GiB:6.1f} GiB (idle {idle / GiB:.1f})  budget {budget / GiB:.1f}"
+              f"{'  OVER BUDGET' if over else ''}  {wall:.1f} s", flush=True)
+    sup.close()
+    Path(args.out).write_text(json.dumps({"device": props.name, "cap": args.cap, "budget_bytes": budget,
+                                          "peaks": p.to_dict(), "rows": rows}, indent=1, default=str))
+    print(f"wrote {args.out}; {bad} row(s) over budget, out of memory or not passing", flush=True)
+    return 1 if bad else 0
+
+
+def _fits(memplan, prob, size, prec, dev) -> bool:
+    try:
+        memplan.preflight(prob, size, prec, dev)
+        return True
+    except memplan.MemoryPlanError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
