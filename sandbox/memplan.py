@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from kbenv.problems import PRECISIONS, Problem, get_problem, load_namespace
+from kbenv.problems import PRECISIONS, Problem, ProblemError, get_problem, load_namespace
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -268,7 +268,11 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
     if key in _FOOTPRINTS:
         return _FOOTPRINTS[key]
     ns = load_namespace(problem.source, str(problem.path), over)
-    run = run_on_meta(ns, PRECISIONS[precision])
+    try:
+        run = run_on_meta(ns, PRECISIONS[precision])
+    except Exception as e:  # noqa: BLE001 - e.g. a data-dependent op that the meta device cannot run
+        raise ProblemError(f"{problem.path}: its tensor sizes could not be computed on the meta device, so no "
+                           f"memory plan can be made for it: {e!r}") from e
     ins = [x for x in run.inputs if isinstance(x, torch.Tensor)]
     params = list(run.model.parameters()) + list(run.model.buffers())
     if precision == "fp32":

@@ -277,3 +277,18 @@ def test_the_checks_take_no_more_than_the_plan_says(pid):
     assert d["check_work_measured"] > 0
     assert d["check_work_planned"] >= d["check_work_measured"], d
     assert math.isfinite(d["check_work_planned"])
+
+
+def test_a_problem_the_meta_device_cannot_run_is_named_not_crashed(tmp_path):
+    from kbenv.problems import Problem, ProblemError
+    f = tmp_path / "1_DataDependent.py"
+    f.write_text("import torch\n"
+                 "class Model(torch.nn.Module):\n"
+                 "    def forward(self, x):\n"
+                 "        return x[: int(x.sum().item())]\n"
+                 "N = 16\n"
+                 "def get_inputs():\n    return [torch.rand(N)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    prob = Problem(id="kernelbench-ext/level1/1", name=f.stem, path=f, family="elementwise")
+    with pytest.raises(ProblemError, match="1_DataDependent.py: its tensor sizes could not be computed"):
+        M.plan(prob, "full", "fp32", 24 * GiB, host_budget=1 << 50)
