@@ -141,7 +141,7 @@ def set_gpu_memory_cap(cap: int | str | None) -> None:
     _gpu_cap = parse_bytes(cap)
     if _gpu_cap <= 0:
         raise ValueError(f"GPU memory cap must be positive, got {cap!r}")
-    os.environ[_CAP_ENV] = str(_gpu_cap)
+    os.environ[_CAP_ENV] = cap.strip() if isinstance(cap, str) else str(_gpu_cap)
 
 
 def gpu_memory_cap() -> int | None:
@@ -517,13 +517,14 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
         if q.fits and q.required_bytes < p.required_bytes:
             fit = q
             break
+    host_cap = f" ({_HOST_CAP_ENV}={os.environ[_HOST_CAP_ENV]})" if os.environ.get(_HOST_CAP_ENV) else ""
     if p.fits_device:
-        need, budget, what = p.host_bytes, p.host_budget_bytes, "host memory"
-        cap = f" ({_HOST_CAP_ENV})" if os.environ.get(_HOST_CAP_ENV) else ""
+        need, budget, what, cap = p.host_bytes, p.host_budget_bytes, "host memory", host_cap
+    elif device.type == "cuda":
+        need, budget, what = p.required_bytes, p.budget_bytes, "GPU memory"
+        cap = f" ({_CAP_ENV}={os.environ[_CAP_ENV]})" if gpu_memory_cap() else ""
     else:
-        need, budget = p.required_bytes, p.budget_bytes
-        what = "GPU memory" if device.type == "cuda" else "host memory"
-        cap = f" ({_CAP_ENV}={os.environ[_CAP_ENV]})" if device.type == "cuda" and gpu_memory_cap() else ""
+        need, budget, what, cap = p.required_bytes, p.budget_bytes, "host memory", host_cap
     advice = (f"use --size {fit.size} ({fit.required_bytes / GiB:.1f} GiB)" if fit else
               "no size of it fits this device")
     msg = (f"{problem.id} at --size {size} ({precision}) needs {need / GiB:.1f} GiB of {what}, {device} allows "

@@ -221,6 +221,9 @@ def test_on_the_cpu_full_size_is_refused_in_one_line_naming_medium(monkeypatch):
     with pytest.raises(M.MemoryPlanError, match="no size of it fits this device") as e:
         M.preflight("kernelbench/level1/19", "small", None, "cpu")
     assert e.value.fitting_size is None
+    monkeypatch.setenv("KBENV_HOST_MEMORY_CAP", "1G")
+    with pytest.raises(M.MemoryPlanError, match=r"cpu allows 1.0 GiB \(KBENV_HOST_MEMORY_CAP=1G\)"):
+        M.preflight("kernelbench/level1/19", "small", None, "cpu")
 
 
 @pytest.mark.parametrize("cap,fits_full", [("24G", False), ("40G", False), ("80G", False), (None, True)])
@@ -238,7 +241,7 @@ def test_a_capped_h200_refuses_problem_37_before_anything_allocates(monkeypatch,
     msg = str(e.value)
     assert "\n" not in msg
     assert msg.startswith("kernelbench/level1/37 at --size full (fp32) needs ")
-    assert f"of GPU memory, cuda:0 allows {M.parse_bytes(cap) / GiB:.1f} GiB (KBENV_GPU_MEMORY_CAP=" in msg
+    assert f"of GPU memory, cuda:0 allows {M.parse_bytes(cap) / GiB:.1f} GiB (KBENV_GPU_MEMORY_CAP={cap})" in msg
     assert msg.endswith("GiB)") and ": use --size medium (" in msg
     assert M.preflight("kernelbench/level1/37", "medium", None, "cuda").fits
 
