@@ -99,9 +99,18 @@ def test_sizes_from_the_meta_device_match_the_real_tensors(pid):
             assert fp.reference_upcast_bytes == 2 * _nbytes(floats)
 
 
-def test_slot_alignment_is_the_lent_memorys():
+@pytest.mark.parametrize("pid", ["kernelbench/level1/23", "kernelbench/level1/95", "dlrm/4", "dlrm/11"])
+def test_a_planned_slot_is_the_lent_memorys_slot(pid):
     from kbenv.sandbox import lent
     assert M.SLOT_ALIGN == lent.ALIGN
+    p = get_problem(pid)
+    ns = p.namespace("small")
+    inputs = make_inputs(ns, 7, "default", "cpu", PRECISIONS[p.precision_default], p.broad_inputs)
+    with torch.no_grad():
+        out = make_model(ns, "Model", 42, "cpu", PRECISIONS[p.precision_default])(*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    layout = lent.SlotLayout.build(inputs, [(o.dtype, tuple(o.shape)) for o in outs], 1)
+    assert M.footprint(p, "small", p.precision_default).slot_bytes == layout.slot_bytes
 
 
 LARGEST = ["kernelbench/level1/37", "kernelbench/level1/23", "kernelbench/level1/38", "kernelbench/level1/45"]
