@@ -406,6 +406,11 @@ class MemoryPlan:
     def fits(self) -> bool:
         return self.fits_device and self.fits_host
 
+    def worker_memory_fraction(self, device_total_bytes: int) -> float:
+        """The share of the whole device (``torch.cuda.set_per_process_memory_fraction`` counts against the
+        device's total memory, not against a cap) that gives the worker's allocator ``worker_cap_bytes``."""
+        return min(1.0, self.worker_cap_bytes / device_total_bytes)
+
     def explain(self) -> str:
         """One line: the peak against the budget, and the parts that make it."""
         g = lambda n: f"{n / GiB:.1f}"  # noqa: E731

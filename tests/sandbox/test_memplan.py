@@ -135,6 +135,13 @@ def test_the_largest_problems_at_full_size_fit_only_the_141_gb_card(pid, card):
     assert p.spare_context_bytes == M.CONTEXT_BYTES and p.worker_context_bytes == M.CONTEXT_BYTES
 
 
+def test_the_workers_allocator_fraction_is_of_the_whole_device_even_under_a_cap():
+    p = M.plan("kernelbench/level1/37", "medium", None, 24 * GiB, host_budget=1 << 50)
+    h200 = int(H200_GIB * GiB)
+    assert p.worker_memory_fraction(h200) * h200 == pytest.approx(p.worker_cap_bytes)
+    assert p.worker_memory_fraction(p.worker_cap_bytes // 2) == 1.0
+
+
 def test_problem_37_at_full_size_part_by_part():
     p = M.plan("kernelbench/level1/37", "full", "fp32", int(H200_GIB * GiB), host_budget=1 << 50)
     tensor = 112 * 64 * 512 * 512 * 4  # one fp32 input or output: 7 GiB
