@@ -51,6 +51,15 @@ def _wait_stopped(pids: list[int], deadline: float) -> None:
             time.sleep(0.0002)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2] not in "ZX"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 class StopFence:
     """cpu: the process tree stopped (every thread of it)."""
 
@@ -146,7 +155,7 @@ class ProcessLockFence(StopFence):
             if pid in locked:
                 continue
             rc = self._lock(p, pid, timeout_s)
-            if rc == 3:  # CUDA_ERROR_NOT_INITIALIZED: the process loaded the driver but has no context, no work
+            if rc == 3 or not _alive(pid):  # no context (no work), or the process has exited: nothing to wait for
                 continue
             if rc != 0:
                 raise FenceTimeout(f"the driver could not fence the executor's process (CUresult {rc})")
