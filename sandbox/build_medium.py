@@ -11,8 +11,8 @@ allows:
 2. otherwise only the leading size constant (the first one the problem's ``small`` size names: a batch, or a
    matmul's M) made smaller, down to its small value at most, so rows, channels and sequence lengths keep
    the full size's character;
-3. otherwise every size constant the small size names, scaled together toward its small value (the same
-   fraction of the way in log scale).
+3. otherwise the leading constant at its small value and every other size constant the small size names
+   scaled together toward its small value (the same fraction of the way in log scale), as little as fits.
 
 Values stay round where the full size's are (at most three significant bits, 3072 or 1280 rather than
 3191) and stay odd where the full size's are odd (the sets use odd sizes on purpose). The result is written
@@ -119,8 +119,9 @@ def medium_overrides(problem: Problem) -> dict:
         return {lead: best}
 
     def at(t: float) -> dict:
-        return {k: _shape_like(full[k], math.exp((1 - t) * math.log(full[k]) + t * math.log(max(small[k], 1))))
-                for k in keys}
+        scaled = {k: _shape_like(full[k], math.exp((1 - t) * math.log(full[k]) + t * math.log(max(small[k], 1))))
+                  for k in keys[1:]}
+        return {lead: small[lead], **scaled}
 
     if not _fits(problem, at(1.0)):
         raise ValueError(f"{problem.id}: even its small size's constants do not fit {MEDIUM_BUDGET_BYTES / 2**30:.0f} GiB")

@@ -21,12 +21,11 @@ What one evaluation holds on the device (each a :class:`MemoryPlan` field, in by
 - the worker's allocator cap: what the candidate may allocate for its weights, intermediates and outputs;
   and its CUDA context.
 - spare workers' CUDA contexts (``spares`` of them, started ahead of the next evaluation).
-- the trusted baseline worker: its context, the reference model at the problem's precision and
-  torch.compile's workspace throughout; in the timing phase (where it is interleaved with the candidate) its
-  own slots, as many as the candidate's so both run under the same cache conditions, and its forward.
+- the trusted baseline workers (one per baseline kind, eager and torch.compile by default), which live
+  across evaluations of their problem: each one's context, the model at the problem's precision and the
+  blocks its forward leaves in its caching allocator; torch.compile's workspace; and the region they share,
+  as many slots as the candidate's so both run under the same cache conditions.
 - a fixed headroom for the driver and allocator fragmentation.
-
-The plan's peak is the larger of the correctness phase and the timing phase (:class:`MemoryPlan`).
 
 On the CPU the same parts live in host memory (no CUDA contexts: each process's resident interpreter
 instead). On cuda the host holds each process's resident libraries and the output arena that outputs fall
@@ -75,6 +74,7 @@ HEADROOM_BYTES = 512 * MiB  # driver allocations and allocator fragmentation
 CPU_WORKER_CAP_BASE = 256 * MiB
 CPU_COMPILE_WORKSPACE_BYTES = 256 * MiB
 CPU_HEADROOM_BYTES = 256 * MiB
+BASELINE_PROCESSES = 2  # eager and torch.compile, each a trusted worker kept while its problem stays current
 REFERENCE_CACHE_SHARE = 0.25  # the reference cache may keep up to this share of the budget (35 GiB on an H200)
 
 # The checks' temporaries (rewards/checks.py, rewards/invariants.py), measured on the CPU with
@@ -318,28 +318,27 @@ class MemoryPlan:
     Parts (on the device; in host memory on the CPU, where the ``*_context_bytes`` are each process's
     resident interpreter):
 
-    - held throughout: ``supervisor_context_bytes``, ``reference_model_bytes``, ``reference_entry_bytes``
-      (the inputs and outputs of the trial in flight), ``reference_cache_bytes`` (what the LRU may keep during
-      this evaluation: elastic, whatever the rest leaves, up to ``REFERENCE_CACHE_SHARE`` of the budget; 0 when
-      the plan does not fit), ``lent_slot_bytes`` (``n_slots`` × ``slot_bytes``), ``worker_cap_bytes`` (the
-      candidate worker's allocator cap), ``worker_context_bytes``, ``spare_context_bytes``,
-      ``baseline_resident_bytes`` (the baseline worker's context, its model and torch.compile's workspace)
-      and ``headroom_bytes``;
-    - in the correctness phase, the larger of ``reference_work_bytes`` (computing a reference: the fp32
-      copies of low-precision inputs and the forward's own allocations) and ``output_copies_bytes`` +
-      ``check_work_bytes`` (the candidate's outputs of the two poisoned runs, copied, and the checks'
-      temporaries): :attr:`correctness_phase_bytes`;
-    - in the timing phase, ``reference_work_bytes`` (re-checked calls get fresh references) and
-      ``baseline_timing_bytes`` (the baseline worker's own slots, as many as the candidate's, and its forward):
-      :attr:`timing_phase_bytes`.
+    - held throughout (:attr:`held_bytes`): ``supervisor_context_bytes``, ``reference_model_bytes``,
+      ``reference_entry_bytes`` (the inputs and outputs of the trial in flight), ``reference_cache_bytes``
+      (what the LRU may keep during this evaluation: elastic, whatever the rest leaves, up to
+      ``REFERENCE_CACHE_SHARE`` of the budget; 0 when the plan does not fit), ``lent_slot_bytes`` (``n_slots``
+      × ``slot_bytes``), ``worker_cap_bytes`` (the candidate worker's allocator cap), ``worker_context_bytes``,
+      ``spare_context_bytes``, ``baseline_bytes`` (``baseline_processes`` trusted workers: contexts, models,
+      their forwards' cached blocks, torch.compile's workspace, and their own region of ``n_slots`` slots) and
+      ``headroom_bytes``;
+    - at different moments, the supervisor's transient (:attr:`supervisor_transient_bytes`): the larger of
+      ``reference_work_bytes`` (computing a reference: the fp32 copies of low-precision inputs and the
+      forward's own allocations) and ``output_copies_bytes`` + ``check_work_bytes`` (the candidate's outputs
+      of the two poisoned runs, copied, and the checks' temporaries).
 
-    ``total_bytes`` is the larger phase; ``required_bytes`` the same without the elastic cache. ``fits``
-    holds when ``required_bytes`` is within ``budget_bytes`` and ``host_bytes`` within ``host_budget_bytes``.
+    ``total_bytes`` is their sum; ``required_bytes`` the same without the elastic cache. ``fits`` holds when
+    ``required_bytes`` is within ``budget_bytes`` and ``host_bytes`` within ``host_budget_bytes``.
 
     The contract that makes this hold by construction: the supervisor keeps its cache within
-    ``reference_cache_bytes``, lends ``n_slots`` slots, caps the worker's allocator at ``worker_cap_bytes``,
-    keeps at most ``spares`` spares, drops the candidate's output copies before the timing phase, and lends
-    the baseline worker its slots (and times it) only in the timing phase.
+    ``reference_cache_bytes``, lends ``n_slots`` slots of ``slot_bytes`` to the candidate and as many to the
+    baseline workers, caps the worker's allocator at ``worker_cap_bytes`` (:meth:`worker_memory_fraction`),
+    keeps at most ``spares`` spares and ``baseline_processes`` baseline workers, and frees a reference's work
+    before it copies the candidate's outputs (``empty_cache`` between them).
     """
 
     problem: str
@@ -364,30 +363,25 @@ class MemoryPlan:
     worker_cap_bytes: int
     worker_context_bytes: int
     spare_context_bytes: int
-    baseline_resident_bytes: int
-    baseline_timing_bytes: int
+    baseline_processes: int
+    baseline_bytes: int
     headroom_bytes: int
     host_bytes: int
 
     @property
     def held_bytes(self) -> int:
-        """What every phase holds, the cache included."""
+        """What the evaluation holds throughout, the cache included."""
         return (self.supervisor_context_bytes + self.reference_model_bytes + self.reference_entry_bytes
                 + self.reference_cache_bytes + self.lent_slot_bytes + self.worker_cap_bytes
-                + self.worker_context_bytes + self.spare_context_bytes + self.baseline_resident_bytes
-                + self.headroom_bytes)
+                + self.worker_context_bytes + self.spare_context_bytes + self.baseline_bytes + self.headroom_bytes)
 
     @property
-    def correctness_phase_bytes(self) -> int:
-        return self.held_bytes + max(self.reference_work_bytes, self.output_copies_bytes + self.check_work_bytes)
-
-    @property
-    def timing_phase_bytes(self) -> int:
-        return self.held_bytes + self.reference_work_bytes + self.baseline_timing_bytes
+    def supervisor_transient_bytes(self) -> int:
+        return max(self.reference_work_bytes, self.output_copies_bytes + self.check_work_bytes)
 
     @property
     def total_bytes(self) -> int:
-        return max(self.correctness_phase_bytes, self.timing_phase_bytes)
+        return self.held_bytes + self.supervisor_transient_bytes
 
     @property
     def required_bytes(self) -> int:
@@ -418,32 +412,32 @@ class MemoryPlan:
         verdict = "fits" if self.fits else "does not fit"
         contexts = (self.supervisor_context_bytes + self.worker_context_bytes + self.spare_context_bytes)
         return (f"{self.problem} size={self.size} {self.precision}: {g(self.total_bytes)} of {g(self.budget_bytes)}"
-                f" GiB {where}, {verdict} (peak of correctness {g(self.correctness_phase_bytes)} and timing "
-                f"{g(self.timing_phase_bytes)}): reference model {g(self.reference_model_bytes)} + entry "
-                f"{g(self.reference_entry_bytes)} + cache {g(self.reference_cache_bytes)} + work "
-                f"{g(self.reference_work_bytes)} | output copies {g(self.output_copies_bytes)} + checks "
-                f"{g(self.check_work_bytes)}; slots {self.n_slots}x{g(self.slot_bytes)}; worker cap "
-                f"{g(self.worker_cap_bytes)}; baseline {g(self.baseline_resident_bytes)} + "
-                f"{g(self.baseline_timing_bytes)} in timing; contexts {g(contexts)}; headroom "
-                f"{g(self.headroom_bytes)}; host {g(self.host_bytes)} of {g(self.host_budget_bytes)} GiB")
+                f" GiB {where}, {verdict}: reference model {g(self.reference_model_bytes)} + entry "
+                f"{g(self.reference_entry_bytes)} + cache {g(self.reference_cache_bytes)} + max(work "
+                f"{g(self.reference_work_bytes)}, output copies {g(self.output_copies_bytes)} + checks "
+                f"{g(self.check_work_bytes)}); slots {self.n_slots}x{g(self.slot_bytes)}; worker cap "
+                f"{g(self.worker_cap_bytes)}; {self.baseline_processes} baseline workers {g(self.baseline_bytes)};"
+                f" contexts {g(contexts)}; headroom {g(self.headroom_bytes)}; host {g(self.host_bytes)} of "
+                f"{g(self.host_budget_bytes)} GiB")
 
     def to_dict(self) -> dict:
         """The fields and the derived figures, JSON-safe (for results' facts and reports)."""
         d = dataclasses.asdict(self)
-        d.update(correctness_phase_bytes=self.correctness_phase_bytes, timing_phase_bytes=self.timing_phase_bytes,
+        d.update(held_bytes=self.held_bytes, supervisor_transient_bytes=self.supervisor_transient_bytes,
                  total_bytes=self.total_bytes, required_bytes=self.required_bytes, fits=self.fits)
         return d
 
 
 def plan(problem: Problem | str, size: str, precision: str | None, device_budget_bytes: int, spares: int = 1, *,
          device_type: str = "cuda", l2_bytes: int = DEFAULT_L2_BYTES, host_budget: int | None = None,
-         overrides: dict | None = None) -> MemoryPlan:
+         overrides: dict | None = None, baseline_processes: int = BASELINE_PROCESSES) -> MemoryPlan:
     """Plan one evaluation of ``problem`` at ``size`` and ``precision`` (None: the problem's default)
     against a device budget (see :class:`MemoryPlan` for the parts and the contract).
 
     ``device_type`` ``cpu`` plans host memory (then ``device_budget_bytes`` is the host budget and the host
     budget defaults to it); ``l2_bytes`` is the device's L2 cache (:func:`l2_bytes`); ``host_budget``
-    defaults to :func:`host_budget_bytes` on cuda; ``overrides`` replace the size's module constants.
+    defaults to :func:`host_budget_bytes` on cuda; ``overrides`` replace the size's module constants;
+    ``baseline_processes`` is the number of baseline kinds (eager, torch.compile) kept as workers.
     """
     if isinstance(problem, str):
         problem = get_problem(problem)
@@ -473,14 +467,16 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         worker_cap_bytes=worker_base + fp.param_bytes + fp.input_bytes + 2 * fp.forward_peak_bytes,
         worker_context_bytes=context,
         spare_context_bytes=spares * context,
-        baseline_resident_bytes=context + fp.param_bytes + compile_workspace,
-        baseline_timing_bytes=lent + fp.forward_peak_bytes,
+        baseline_processes=baseline_processes,
+        baseline_bytes=baseline_processes * (context + fp.param_bytes + fp.forward_peak_bytes) + compile_workspace
+        + lent,
         headroom_bytes=HEADROOM_BYTES if cuda else CPU_HEADROOM_BYTES)
     if cuda:
-        # Each process's libraries (supervisor, worker, baseline worker, spares), the models built on the host
+        # Each process's libraries (supervisor, worker, baseline workers, spares), the models built on the host
         # before they move (fp32), and the host arena that outputs fall back to when device memory cannot be
         # shared.
-        host = (3 + spares) * HOST_PROCESS_BYTES_CUDA + 3 * fp.reference_param_bytes + fp.output_slot_bytes
+        host = ((2 + spares + baseline_processes) * HOST_PROCESS_BYTES_CUDA
+                + (2 + baseline_processes) * fp.reference_param_bytes + fp.output_slot_bytes)
     else:
         host = 0  # set below: on the CPU the plan's parts are the host's
     p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,

@@ -114,6 +114,10 @@ def test_a_planned_slot_is_the_lent_memorys_slot(pid):
 
 
 LARGEST = ["kernelbench/level1/37", "kernelbench/level1/23", "kernelbench/level1/38", "kernelbench/level1/45"]
+# At full size in fp32, with two baseline workers kept and check_finite's whole-output temporaries, these four
+# need more than an H200 (144-158 GiB planned): they run at medium there until the plan shrinks.
+TOO_BIG_FOR_AN_H200 = {"kernelbench/level1/25", "kernelbench/level1/30", "kernelbench/level1/38",
+                       "kernelbench/level1/39"}
 CARDS_GIB = [23.6, 39.6, 79.1, H200_GIB]  # what torch reports for 24, 40, 80 and 141 GB cards
 
 
@@ -122,9 +126,9 @@ CARDS_GIB = [23.6, 39.6, 79.1, H200_GIB]  # what torch reports for 24, 40, 80 an
 def test_the_largest_problems_at_full_size_fit_only_the_141_gb_card(pid, card):
     budget = int(card * GiB)
     p = M.plan(pid, "full", None, budget, host_budget=1 << 50)
-    assert p.fits == (card == H200_GIB), p.explain()
+    assert p.fits == (card == H200_GIB and pid not in TOO_BIG_FOR_AN_H200), p.explain()
     assert p.fits == (p.required_bytes <= budget)
-    assert p.total_bytes == max(p.correctness_phase_bytes, p.timing_phase_bytes)
+    assert p.total_bytes == p.held_bytes + max(p.reference_work_bytes, p.output_copies_bytes + p.check_work_bytes)
     assert p.required_bytes == p.total_bytes - p.reference_cache_bytes
     if p.fits:
         assert 0 <= p.reference_cache_bytes <= M.REFERENCE_CACHE_SHARE * budget and p.total_bytes <= budget
@@ -149,9 +153,12 @@ def test_problem_37_at_full_size_part_by_part():
     assert p.reference_entry_bytes == 2 * tensor
     assert p.lent_slot_bytes == 2 * 2 * tensor
     assert p.output_copies_bytes == 2 * tensor
-    # The baseline's own slots and its forward (the output and the norm's scalar).
-    assert 0 <= p.baseline_timing_bytes - (2 * 2 * tensor + tensor) < 1 << 20
-    assert 100 * GiB < p.required_bytes < 120 * GiB
+    # Two baseline workers: each a context and its forward's blocks (the output and the norm's scalar), the
+    # compile workspace, and their own two slots.
+    want = 2 * (M.CONTEXT_BYTES + tensor) + M.COMPILE_WORKSPACE_BYTES + 2 * 2 * tensor
+    assert 0 <= p.baseline_bytes - want < 1 << 20 and p.baseline_processes == 2
+    assert p.check_work_bytes > tensor  # check_finite's |y| and masks over the whole 7 GiB output
+    assert 130 * GiB < p.required_bytes <= H200_GIB * GiB and p.fits
 
 
 def test_small_problems_get_enough_slots_to_cover_twice_the_l2():
@@ -170,11 +177,15 @@ def test_spares_each_add_a_context():
     assert three.host_bytes - one.host_bytes == 2 * M.HOST_PROCESS_BYTES_CUDA
 
 
-def test_every_problem_fits_the_h200_at_full_size():
+def test_every_problem_but_four_fits_the_h200_at_full_size():
+    refused = set()
     for prob in list_problems():
         for prec in prob.precision_allowed:
             p = M.plan(prob, "full", prec, int(H200_GIB * GiB), host_budget=1 << 50)
-            assert p.fits, p.explain()
+            if not p.fits:
+                refused.add(prob.id)
+                assert prec == "fp32" and p.required_bytes < 160 * GiB, p.explain()
+    assert refused == TOO_BIG_FOR_AN_H200
 
 
 def test_every_medium_size_loads_and_fits_22_gib_at_every_precision():
@@ -211,7 +222,7 @@ def test_the_committed_medium_sizes_are_a_fresh_build():
 def test_sizes_are_small_medium_and_full_and_nothing_else():
     prob = get_problem("kernelbench/level1/23")
     assert prob.overrides("full") == {} and prob.overrides("small") == prob.small
-    assert prob.overrides("medium") == prob.medium == {"batch_size": 640}
+    assert prob.overrides("medium") == prob.medium == {"batch_size": 512}
     with pytest.raises(ValueError, match="'small', 'medium' or 'full'"):
         prob.overrides("large")
     with pytest.raises(ValueError, match="small, medium, full"):
@@ -266,7 +277,7 @@ def test_a_plan_explains_itself_in_one_line_and_serialises():
     p = M.plan("kernelbench/level1/23", "medium", None, 24 * GiB, host_budget=1 << 50)
     line = p.explain()
     assert "\n" not in line and line.startswith("kernelbench/level1/23 size=medium fp32: ")
-    for word in ("fits", "slots 2x", "worker cap", "baseline", "checks", "cache", "host"):
+    for word in ("fits", "slots 2x", "worker cap", "2 baseline workers", "checks", "cache", "host"):
         assert word in line
     d = json.loads(json.dumps(p.to_dict()))
     assert d["total_bytes"] == p.total_bytes and d["fits"] is True and d["n_slots"] == 2
