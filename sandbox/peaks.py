@@ -45,6 +45,9 @@ class Peaks:
     def __post_init__(self):
         object.__setattr__(self, "flops", MappingProxyType(dict(self.flops)))
 
+    def __reduce__(self):  # picklable (Ray), although a mapping proxy is not
+        return (Peaks, (self.bytes_per_s, dict(self.flops), self.source, self.name))
+
     def rate(self, precision: str) -> float:
         """The peak rate at a kbenv precision (``fp32`` is the TF32 tensor-core rate)."""
         try:

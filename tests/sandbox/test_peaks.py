@@ -3,6 +3,7 @@ rejects an honest kernel."""
 
 import json
 import math
+import pickle
 
 import pytest
 import torch
@@ -106,6 +107,7 @@ def test_peaks_name_themselves_in_a_results_facts():
                                                                       "fp32": 495e12}, "source": p.source}
     with pytest.raises(TypeError):
         p.flops["bf16"] = 1.0  # frozen, all the way down
+    assert pickle.loads(pickle.dumps(p)) == p  # crosses Ray
     with pytest.raises(ValueError, match="fp8"):
         p.rate("fp8")
 
