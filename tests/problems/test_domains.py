@@ -47,7 +47,7 @@ def test_a_few_indices_carry_a_large_share_of_each_axis_at_any_size():
 
 def test_sparse_domain_puts_most_of_the_mass_on_a_few_dozen_elements():
     g = torch.Generator().manual_seed(1)
-    x = sparsify(torch.rand(64, 1024), g)
+    x = sparsify(torch.rand(64, 1024, generator=g), g)
     flat = x.flatten()
     assert flat.topk(32).values.sum() / flat.sum() > 0.7  # of 65536 elements
     assert (flat.topk(32).values ** 2).sum() / (flat ** 2).sum() > 0.99
