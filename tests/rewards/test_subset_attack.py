@@ -98,3 +98,24 @@ def test_positions_skip_one_sixteenth_and_name_kept_stand_ins():
     skip, src = SA.positions(256, "contiguous")
     assert skip.tolist() == list(range(85, 101)) and src.tolist() == list(range(101, 117))
     assert SA.positions(1, "strided") is None and SA.positions(1, "contiguous") is None
+
+
+@pytest.mark.parametrize("pid,sizes", [
+    ("kernelbench/level1/40", {"batch_size": 4, "features": 16, "dim1": 64, "dim2": 64}),
+    ("kernelbench/level1/39", {"batch_size": 256, "dim": 8192}),
+    ("kernelbench/level1/94", {"batch_size": 512, "dim": 4096}),
+])
+def test_at_a_larger_size_the_iid_domains_are_fooled_and_the_structured_ones_are_not(pid, sizes):
+    """At CI sizes a skipped 1/16 is a large share of few elements, so even i.i.d. inputs often expose it; at
+    larger sizes the estimate sharpens (the issue's H200 finding: a layer norm and a mean loss passed). The
+    structured domains are built to be size-free: heavy indices scale with the axis, spikes per fiber are fixed."""
+    import dataclasses
+
+    from kbenv.problems import STRUCTURED_DOMAINS, get_problem
+
+    p = dataclasses.replace(get_problem(pid), small=sizes)
+    iid = [d for d in p.domains if d not in STRUCTURED_DOMAINS]
+    fooled = [r.variant for r in SA.judge_attack(p, "bf16", domains=iid) if r.reads_skipped and not r.rejected]
+    assert fooled, "the i.i.d. domains caught the attack at this size: the comparison shows nothing"
+    passed = [r.variant for r in SA.judge_attack(p, "bf16") if r.reads_skipped and not r.rejected]
+    assert not passed, passed
