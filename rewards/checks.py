@@ -165,7 +165,8 @@ def slice_error_figures(ref: torch.Tensor, out: torch.Tensor) -> list[tuple[int,
     """Per axis ``k`` of a rank >= 2 output: ``(k, j, e)`` for the slice ``j`` along ``k`` with the worst
     ``e = ||y'_s - y_s|| / max(||y_s||, SLICE_FLOOR * ||y|| * sqrt(n_s / n))``. Axes of length 1 and axes whose
     slices hold a single element are skipped (a lone element is not a slice). One pass over the output, chunked
-    along axis 0 (differences in fp32 or wider, sums in fp64); non-finite positions are left to ``check_finite``.
+    along axis 0 (differences and per-chunk sums in fp32 or wider, about 10 bytes of temporaries per element of a
+    chunk; across chunks in fp64); non-finite positions are left to ``check_finite``.
     """
     if ref.dim() < 2 or ref.numel() == 0 or not ref.is_floating_point():
         return []
@@ -181,19 +182,20 @@ def slice_error_figures(ref: torch.Tensor, out: torch.Tensor) -> list[tuple[int,
     step = max(1, _CHUNK // max(rest, 1))
     for i in range(0, shape[0], step):
         r = ref[i:i + step].to(wd)
-        o = out[i:i + step].to(wd)
-        ok = torch.isfinite(r) & torch.isfinite(o)
-        r = torch.where(ok, r, 0.0)
-        d2 = torch.where(ok, o - r, 0.0).square_()
-        r2 = r.square_()
+        d2 = out[i:i + step].to(wd) - r
+        bad = ~torch.isfinite(d2)  # a non-finite value on either side (check_finite judges those)
+        d2.square_().masked_fill_(bad, 0.0)
+        r2 = r.square().masked_fill_(bad, 0.0)
+        del bad, r
         for k in axes:
+            # per-index sums of one chunk in the working dtype (small vectors), accumulated across chunks in fp64
             dims = [a for a in range(ref.dim()) if a != k]
             if k == 0:
-                err[0][i:i + step] += d2.sum(dim=dims, dtype=torch.float64)
-                nrm[0][i:i + step] += r2.sum(dim=dims, dtype=torch.float64)
+                err[0][i:i + step] += d2.sum(dim=dims).double()
+                nrm[0][i:i + step] += r2.sum(dim=dims).double()
             else:
-                err[k] += d2.sum(dim=dims, dtype=torch.float64)
-                nrm[k] += r2.sum(dim=dims, dtype=torch.float64)
+                err[k] += d2.sum(dim=dims).double()
+                nrm[k] += r2.sum(dim=dims).double()
     total = sum(float(v.sum()) for v in nrm.values()) / len(axes)
     out_figs = []
     for k in axes:
