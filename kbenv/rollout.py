@@ -77,8 +77,8 @@ class RolloutConfig:
     """Ray cluster address ('' = start a local cluster)"""
     progress: bool = True
     """show a progress bar"""
-    spares: int = 1
-    """clean workers kept ready per evaluator (2 hides a worker's start-up when candidates come back to back)"""
+    spares: int = 0
+    """clean executors kept ready per evaluator (0: the sandbox's default, 2 on cuda and 1 on the CPU)"""
 
 
 def resolve_policy(spec: str, kwargs: dict | str):
@@ -144,7 +144,7 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
     if own_pool:
         from kbenv.sandbox.actor import EvaluatorPool
         config = {}
-        if cfg.spares != 1:
+        if cfg.spares > 0:
             config["spares"] = cfg.spares
         if limits:
             config["limits"] = limits

@@ -71,7 +71,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
         if i < len(cases):
             c = cases[i]
             row = {"candidate": c.id, "expected": list(c.expected_on(device)), "verdict": r.verdict,
-                   "category": r.category, "reward": r.reward, "ok": case_ok(c, r, device), "reason": r.reason[:160]}
+                   "category": r.category, "reward": r.reward, "speedup": r.speedup, "ok": case_ok(c, r, device),
+                   "reason": r.reason[:160]}
         else:
             pid = goods[i - len(cases)][0]
             row = {"candidate": f"{pid}:correct", "expected": ["pass"], "verdict": r.verdict,

@@ -1,9 +1,10 @@
-"""Decoy evidence from the trusted side: the candidate's source with every custom kernel made a no-op.
+"""Decoy evidence from the trusted side: the candidate's source with every custom kernel's writes removed.
 
-The supervisor rewrites the source itself (an AST transform): every function decorated with ``triton.jit`` (or
-any decorator whose name ends in ``jit``, ``autotune`` or ``heuristics`` stacked on one) gets an empty body, and
-every ``__global__`` function inside a string constant (CUDA source for ``load_inline``) gets an empty body
-``{}``. The rewritten candidate runs in a fresh executor on official inputs; if its output still passes, the
+The supervisor rewrites the source itself (an AST transform): in every function decorated with ``triton.jit``
+(or any decorator named ``jit``, ``autotune`` or ``heuristics``) every write is removed: a ``store`` or atomic
+statement becomes ``pass``, an atomic used for its value becomes a load of its pointer. The rest of the body
+stays, so a kernel that fails to compile still fails (a try/except fallback to torch is still taken). Every
+``__global__`` function inside a string constant (CUDA source for ``load_inline``) gets an empty body ``{}``. The rewritten candidate runs in a fresh executor on official inputs; if its output still passes, the
 custom kernels do not produce the output (a ``decoy``). A source with no custom kernel at all fails at once.
 
 What this does not catch (documented in the README): a custom kernel that only copies a result torch computed
@@ -42,6 +43,30 @@ def _noop_cuda(text: str) -> tuple[str, int]:
     return "".join(out), n
 
 
+_WRITES = {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and",
+           "atomic_or", "atomic_xor", "atomic_sub"}
+
+
+def _is_write(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WRITES
+
+
+class _NoWrites(ast.NodeTransformer):
+    """Inside a kernel: write statements become ``pass``; a write used for its value reads its pointer."""
+
+    def visit_Expr(self, node: ast.Expr):
+        if _is_write(node.value):
+            return ast.copy_location(ast.Pass(), node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if _is_write(node) and node.args:
+            load = ast.Attribute(value=ast.Name("tl", ast.Load()), attr="load", ctx=ast.Load())
+            return ast.copy_location(ast.Call(load, [node.args[0]], []), node)
+        return node
+
+
 class _NoOp(ast.NodeTransformer):
     def __init__(self):
         self.kernels = 0
@@ -49,7 +74,7 @@ class _NoOp(ast.NodeTransformer):
     def visit_FunctionDef(self, node: ast.FunctionDef):
         if any(_is_kernel_decorator(d) for d in node.decorator_list):
             self.kernels += 1
-            node.body = [ast.Pass()]
+            node.body = [_NoWrites().visit(stmt) for stmt in node.body]
             return node
         return self.generic_visit(node)
 

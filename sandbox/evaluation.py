@@ -211,6 +211,7 @@ class Evaluation:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
         sup.release_memory()
+        sup.pool.join()  # the decoy's executor has exited (a dying CUDA context must not share the GPU with timing)
         bases = sup.baselines.leases(st, self.layout, self.official[0])
         self._tick("baseline_setup", t_phase)
         t0 = time.monotonic()

@@ -81,13 +81,15 @@ REFERENCE_CACHE_SHARE = 0.25  # the reference cache may keep up to this share of
 # benchmarks/memplan_checks.py; the checks run one after another, so the peak is the largest of:
 # - check_finite's torch.isfinite on a whole output: |x| in the output's dtype and three bool masks
 #   (7 bytes per fp32 element measured: 1794 MiB for 2^28 elements);
-# - the chunked error, written-fraction and determinism figures: fp32 temporaries of one chunk of at most
-#   2^26 elements (checks._CHUNK; 1094 MiB measured for an fp32 chunk, more for bf16 outputs widened to fp32);
-# - the invariants' float64 samples of at most 2^26 elements (invariants._SAMPLE_ELEMENTS) and their copies.
+# - the chunked error, written-fraction and determinism figures: temporaries of one chunk of at most 2^26
+#   elements (checks._CHUNK; 1094 MiB measured for an fp32 chunk, 1355 MiB for a bf16 one widened to fp32);
+# - the invariants' float64 copies of samples of at most 2^26 elements (invariants._SAMPLE_ELEMENTS; 468 MiB
+#   measured for 2^24 output elements of a standardized invariant: 29 bytes per element).
 CHECK_CHUNK_ELEMENTS = 1 << 26
-CHECK_CHUNK_BYTES_PER_ELEMENT = 24
+CHECK_CHUNK_BYTES_PER_ELEMENT = 32
 CHECK_MASK_BYTES_PER_ELEMENT = 4  # three bool masks, plus one byte of margin
-CHECK_INVARIANT_BYTES = 3 * (1 << 26) * 8
+CHECK_INVARIANT_BYTES_PER_ELEMENT = 40
+CHECK_INVARIANT_BYTES = 4 * (1 << 26) * 8
 CHECK_BASE_BYTES = 64 * MiB
 
 _CAP_ENV = "KBENV_GPU_MEMORY_CAP"
@@ -305,7 +307,7 @@ def check_work_bytes(fp: Footprint) -> int:
     ``rewards.verdict.correctness_checks`` allocates (``benchmarks/memplan_checks.py`` measures it)."""
     whole = fp.largest_output_bytes + CHECK_MASK_BYTES_PER_ELEMENT * fp.largest_output_elements
     chunked = CHECK_CHUNK_BYTES_PER_ELEMENT * min(fp.largest_output_elements, CHECK_CHUNK_ELEMENTS)
-    invariants = min(CHECK_INVARIANT_BYTES, 3 * 8 * fp.output_elements)
+    invariants = min(CHECK_INVARIANT_BYTES, CHECK_INVARIANT_BYTES_PER_ELEMENT * fp.output_elements)
     return CHECK_BASE_BYTES + max(whole, chunked, invariants)
 
 

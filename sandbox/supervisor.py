@@ -124,14 +124,15 @@ class Supervisor:
         memory_limit_bytes: the executor's host memory limit (address space on cpu; data segment on cuda
             when ``host_memory_cap``).
         secret: bytes every seed is derived from; random by default.
-        keep_spare / spares: clean executors kept started ahead of the next evaluation.
+        keep_spare / spares: clean executors kept started ahead of the next evaluation (default 2 on cuda,
+            1 on cpu).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
                  limits: dict | None = None, timing: dict | None = None,
                  reference_budget_bytes: int | None = None, baselines: tuple | None = None,
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
-                 spares: int = 1, host_memory_cap: bool | None = None):
+                 spares: int | None = None, host_memory_cap: bool | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -161,7 +162,10 @@ class Supervisor:
         self.baselines = BaselineExecutors(self, kinds)
         self._overhead_us: float | None = None
         self.peaks = self._peaks()
-        self.pool = ExecutorPool(self, max(int(spares), 1) if keep_spare else 0)
+        # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both
+        # started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s on the H200 machine).
+        n_spares = spares if spares is not None else (2 if cuda else 1)
+        self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:

@@ -82,7 +82,7 @@ if os.fork() == 0:
 ''')
     res = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, size="small", measure_time=False))
     assert res.verdict == "pass", res.reason  # the forking parent still returns a correct output
-    supervisor.join_reapers()  # every process of the sandbox was SIGKILLed when the result returned
+    supervisor.pool.join()  # every process of the sandbox was SIGKILLed when the result returned
     left = subprocess.run(["pgrep", "-f", probe], capture_output=True, text=True).stdout.split()
     assert left == [], f"forked child outlived the evaluation: {left}"
 

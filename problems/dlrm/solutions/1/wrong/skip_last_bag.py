@@ -1,4 +1,4 @@
-# expect: unwritten|inaccurate|invariant
+# expect: unwritten|inaccurate|invariant|nonfinite
 """Known-wrong candidate for DLRM-Bench #1 (EmbeddingBagSum). Fault / hack O10: the last bag is never computed.
 
 The kernel sums each bag correctly, but the launch grid is n_bags - 1 programs: the author reasoned that a

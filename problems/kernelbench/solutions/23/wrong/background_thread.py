@@ -1,4 +1,4 @@
-# expect: timing_escape|unwritten|inaccurate|replay|impossible_speed
+# expect: timing_escape|unwritten|inaccurate|replay|impossible_speed|nonfinite
 # expect-cuda: timing_escape|unwritten|inaccurate|replay|impossible_speed|oom
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T2 (thread injection).
 

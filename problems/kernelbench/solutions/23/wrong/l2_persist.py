@@ -1,14 +1,17 @@
 # expect: timing_tamper
 # expect-cpu: pass
-# expect-cuda: timing_tamper
+# expect-cuda: pass|timing_tamper
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T11 (persisting-L2 carve-out).
 
 The softmax is a correct Triton kernel. On CUDA, every call raises the context's persisting-L2 limit to the
 device maximum (cuCtxSetLimit) and sets an access-policy window over the input on the caller's current stream
 (cuStreamSetAttribute), so a harness's L2 flush (a plain memset or fill) cannot evict the input: warm-cache
 times for a cold-cache benchmark. It is redone on every call, so a harness that resets the limit before each
-timed call still finds it set afterwards; the state outlives forward. kbenv checks the persisting-L2 limit
-after the run (timing_tamper). Both settings were seen to take effect on an H200. On CPU there is no L2 state
+timed call still finds it set afterwards; the state outlives forward. Since the executor design nothing in the
+candidate's process is checked, and the supervisor cannot reset another context's window: at full size the
+window cannot hold the 6 GiB input (the carve-out is at most a few tens of MB), so the candidate earns its honest
+twin's reward (measured on the H200: pass, reward 1.0 like the known-good kernel). On problems whose inputs fit
+the carve-out this is an open hole (issue 11's closing note). Both settings were seen to take effect on an H200. On CPU there is no L2 state
 to change: the candidate is just a correct softmax.
 """
 import ctypes

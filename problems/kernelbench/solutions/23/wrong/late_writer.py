@@ -1,4 +1,4 @@
-# expect: unwritten|inaccurate|replay
+# expect: unwritten|inaccurate|replay|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax): the work happens after the reply.
 
 forward returns an unwritten tensor at once; a thread started with _thread (invisible to threading.enumerate)

@@ -1,4 +1,4 @@
-# expect: unwritten|inaccurate
+# expect: unwritten|inaccurate|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). The paper's Example B (arXiv:2609.21058 §5,
 scored 283x); hacks O10 (partial work) and O1 (torch.empty output, whatever memory it holds stays).
 

@@ -1,9 +1,11 @@
 # expect: replay
+# expect-cuda: replay|oom
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hacks T8/O13/O14 (phase detection + replay).
 
 Honest for its first 10 calls (every correctness trial, the decoy re-run and the warmup), then it stops
 computing and returns the output of its last honest call: a fast "kernel" during timing. Only the re-check of
-timed outputs at secret positions, chosen after each call returns, can catch it (category replay).
+timed outputs at secret positions, chosen after each call returns, can catch it (category replay). On the
+H200 at full size it ran out of device memory first (it keeps outputs alive; judged the candidate's oom).
 """
 import torch
 import torch.nn as nn
