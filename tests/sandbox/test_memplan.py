@@ -322,3 +322,25 @@ def test_a_problem_the_meta_device_cannot_run_is_named_not_crashed(tmp_path):
     prob = Problem(id="kernelbench-ext/level1/1", name=f.stem, path=f, family="elementwise")
     with pytest.raises(ProblemError, match="1_DataDependent.py: its tensor sizes could not be computed"):
         M.plan(prob, "full", "fp32", 24 * GiB, host_budget=1 << 50)
+
+
+@pytest.mark.gpu
+def test_a_processs_cuda_context_fits_the_plans_figure_for_it():
+    # What a worker holds before the candidate allocates anything: the context, torch's cuBLAS and cuDNN
+    # handles and workspaces. Measured as the device's free memory before and after a fresh process makes them.
+    torch.cuda.init()
+    free_before, _ = torch.cuda.mem_get_info()
+    code = ("import sys, torch\n"
+            "a = torch.randn(512, 512, device='cuda'); (a @ a).sum().item()\n"
+            "x = torch.randn(1, 3, 32, 32, device='cuda'); w = torch.randn(8, 3, 3, 3, device='cuda')\n"
+            "torch.nn.functional.conv2d(x, w).sum().item(); torch.cuda.synchronize()\n"
+            "print('ready', flush=True); sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        free_after, _ = torch.cuda.mem_get_info()
+    finally:
+        child.kill()
+        child.wait()
+    used = free_before - free_after
+    assert 0 < used <= M.CONTEXT_BYTES, f"a CUDA process holds {used / 2**20:.0f} MiB"
