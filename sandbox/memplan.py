@@ -492,7 +492,11 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     return p
 
 
-def _device_plan(problem: Problem, size: str, precision: str, device: torch.device, spares: int) -> MemoryPlan:
+def plan_for_device(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,
+                    spares: int = 1) -> MemoryPlan:
+    """:func:`plan` against ``device``'s budget (:func:`device_budget_bytes`) and L2 cache; never raises for a
+    plan that does not fit (see :func:`preflight` for that)."""
+    device = torch.device(device)
     return plan(problem, size, precision, device_budget_bytes(device), spares, device_type=device.type,
                 l2_bytes=l2_bytes(device))
 
@@ -511,12 +515,12 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     precision = precision or problem.precision_default
     device = torch.device(device)
-    p = _device_plan(problem, size, precision, device, spares)
+    p = plan_for_device(problem, size, precision, device, spares)
     if p.fits:
         return p
     fit = None
     for smaller in reversed(SIZES[:SIZES.index(size)]):
-        q = _device_plan(problem, smaller, precision, device, spares)
+        q = plan_for_device(problem, smaller, precision, device, spares)
         if q.fits and q.required_bytes < p.required_bytes:
             fit = q
             break
@@ -536,7 +540,8 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
 
 
 __all__ = [
-    "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "preflight", "footprint", "check_work_bytes",
+    "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "plan_for_device", "preflight", "footprint",
+    "check_work_bytes",
     "device_budget_bytes", "host_budget_bytes", "l2_bytes", "gpu_memory_cap", "set_gpu_memory_cap", "parse_bytes",
     "SIZES",
 ]
