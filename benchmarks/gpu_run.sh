@@ -4,7 +4,7 @@
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
 # The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
-#   nvidia-h200:    BENCH_ONLY=kernelbench/level1/23 bash benchmarks/gpu_run.sh tests prefetch bench
+#   nvidia-h200:    bash benchmarks/gpu_run.sh tests trusted          (issue 11: repeatability and cost)
 #   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
 #   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
@@ -34,8 +34,6 @@ for stage in "$@"; do
     trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
              --out "$OUT/trusted.json" > "$OUT/trusted.log" 2>&1 ;;
-    bench) timeout 150 python3 "$R/benchmarks/sandbox_bench.py" --skip-throughput --only "${BENCH_ONLY:-}" --spares ${SPARES:-1} \
-             --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
               { timeout 90 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;

@@ -269,6 +269,7 @@ class Evaluation:
                        "call_overhead_us": sup.call_overhead_us(),
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
+        sup.baselines.record(st, dict(res.baseline))
         return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": ratio}
 
     @staticmethod
