@@ -15,9 +15,8 @@ What one evaluation holds on the device (each a :class:`MemoryPlan` field, in by
   (the fp32 copies of low-precision inputs and the forward's own allocations) or the copies of the
   candidate's outputs (two runs: two poison patterns) with the checks' temporaries: the plan counts the
   larger of the two.
-- the slots lent to the candidate's worker: ``n_slots`` × (inputs + outputs of one call), at least
-  ``MIN_SLOTS`` and enough that together they are ``L2_FACTOR`` × the device's L2 cache, so rotating through
-  them leaves no call's data in the L2.
+- the slots lent to the candidate's worker: ``n_slots`` × (inputs + outputs of one call), counted by
+  :func:`slot_count` (the supervisor's layout uses the same function).
 - the worker's allocator cap: what the candidate may allocate for its weights, intermediates and outputs;
   and its CUDA context.
 - spare workers' CUDA contexts (``spares`` of them, started ahead of the next evaluation).
@@ -62,7 +61,17 @@ HOST_PROCESS_BYTES_CPU = 512 * MiB
 HOST_PROCESS_BYTES_CUDA = 2 * GiB
 
 MIN_SLOTS = 2
-L2_FACTOR = 2  # the slots together cover this many L2 caches
+MAX_SLOTS = 32
+LEND_BYTES = 1 << 30  # cuda: slots lent per executor, as many as fit (the supervisor evicts the L2 before each block)
+
+
+def slot_count(slot_bytes: int, device_type: str) -> int:
+    """How many slots an executor is lent: the one rule the supervisor's layout and this plan share. cuda: as
+    many as fit in ``LEND_BYTES`` (a block of calls then outlasts the fence's fixed cost), between ``MIN_SLOTS``
+    and ``MAX_SLOTS``; cpu: ``MIN_SLOTS`` (there is no cache to cover and no GPU timing)."""
+    if device_type != "cuda":
+        return MIN_SLOTS
+    return max(MIN_SLOTS, min(MAX_SLOTS, LEND_BYTES // max(int(slot_bytes), 1)))
 DEFAULT_L2_BYTES = 128 * MiB  # above every L2 of the GPUs kbenv lists (B200: 126 MB): more slots, never fewer
 SLOT_ALIGN = 256  # each tensor in a slot starts on this boundary (sandbox/lent.py ALIGN)
 
@@ -451,7 +460,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     if host_budget is None:
         host_budget = host_budget_bytes() if cuda else device_budget_bytes
     slot = fp.slot_bytes
-    n_slots = max(MIN_SLOTS, math.ceil(L2_FACTOR * (l2_bytes if cuda else 0) / slot))
+    n_slots = slot_count(slot, device_type)
     lent = n_slots * slot
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
     worker_base = WORKER_CAP_BASE if cuda else CPU_WORKER_CAP_BASE

@@ -34,7 +34,6 @@ DEFAULT_LIMITS = {"compile_s": 180.0, "trial_s": 120.0, "timing_s": 300.0, "spaw
 # Used only where sandbox.peaks has no figure for the device (H200 SXM datasheet: 4.8 TB/s, ~990 TFLOP/s bf16
 # dense, TF32 495 for fp32 so that split-TF32 schemes stay above the floor).
 H200_PEAKS = {"bytes_per_s": 4.8e12, "flops": {"bf16": 990e12, "fp16": 990e12, "fp32": 495e12}, "name": "H200"}
-MAX_SLOTS = 32
 
 
 class ExecutorPool:
@@ -191,16 +190,10 @@ class Supervisor:
 
     # ------------------------------------------------------------------------------------ what phases ask
     def layout_for(self, st, example_inputs: list) -> SlotLayout:
-        """Slots for one evaluation: at least 2, at most 32, within the lend budget of the memory plan."""
-        st_specs = st.out_specs
-        one = SlotLayout.build(example_inputs, st_specs, 1).slot_bytes
-        budget = self._lend_budget(st)
-        return SlotLayout.build(example_inputs, st_specs, max(2, min(MAX_SLOTS, budget // max(one, 1))))
-
-    def _lend_budget(self, st) -> int:
-        """Bytes of slots to lend: 1 GiB on cuda (a full-size problem whose slot is larger gets 2 slots; the
-        supervisor flushes the L2 before every block, so fewer slots cost no cold-cache fidelity), none on cpu."""
-        return (1 << 30) if self.device.type == "cuda" else 0
+        """Slots for one evaluation, counted by the memory plan's rule (``memplan.slot_count``)."""
+        from kbenv.sandbox.memplan import slot_count
+        one = SlotLayout.build(example_inputs, st.out_specs, 1).slot_bytes
+        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type))
 
     def _peaks(self) -> dict:
         if self.device.type != "cuda":

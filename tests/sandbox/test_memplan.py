@@ -161,11 +161,13 @@ def test_problem_37_at_full_size_part_by_part():
     assert 130 * GiB < p.required_bytes <= H200_GIB * GiB and p.fits
 
 
-def test_small_problems_get_enough_slots_to_cover_twice_the_l2():
-    l2 = 50 << 20
-    p = M.plan("dlrm/11", "small", None, 24 * GiB, l2_bytes=l2, host_budget=1 << 50)
-    assert p.n_slots > 2
-    assert p.n_slots * p.slot_bytes >= M.L2_FACTOR * l2 > (p.n_slots - 1) * p.slot_bytes
+def test_slot_count_fills_the_lend_budget_between_two_and_thirty_two():
+    p = M.plan("dlrm/11", "small", None, 24 * GiB, host_budget=1 << 50)
+    assert p.n_slots == M.MAX_SLOTS  # small slots: as many as allowed
+    big = M.plan("kernelbench/level1/23", "full", None, 140 * GiB, host_budget=1 << 50)
+    assert big.n_slots == M.MIN_SLOTS  # a 12 GiB slot: two (the supervisor evicts the L2 before each block)
+    mid = M.slot_count(100 << 20, "cuda")
+    assert mid * (100 << 20) <= M.LEND_BYTES < (mid + 1) * (100 << 20)
     cpu = M.plan("dlrm/11", "small", None, 24 * GiB, device_type="cpu")
     assert cpu.n_slots == 2  # no cache to defeat on the CPU
 
