@@ -151,8 +151,7 @@ class Supervisor:
         self.timing_plan = TimingPlan.for_device(self.device, **(timing or {}))
         self.refs = References(self.device, reference_budget_bytes or ((16 << 30) if cuda else (1 << 30)))
         self.memory_limit = memory_limit_bytes or (16 << 30)
-        self.host_memory_cap = (os.environ.get("KBENV_HOST_MEMORY_CAP", "1") == "1") if host_memory_cap is None \
-            else host_memory_cap
+        self.host_memory_cap = True if host_memory_cap is None else bool(host_memory_cap)
         self.secret = Secret(secret or os.urandom(32))
         self.root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
         os.chmod(self.root, 0o711)  # executors (another uid) reach their own directory in it, and list nothing

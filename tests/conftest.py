@@ -54,3 +54,11 @@ def pool(ray_cluster, cache_dir):
     p = EvaluatorPool(n=1, device=DEVICE, config={"cache_dir": str(cache_dir)})
     yield p
     p.close()
+
+
+@pytest.fixture(autouse=True)
+def _registry_of_shipped_problems_only(monkeypatch):
+    """A problem set a test registers (``register_kernelbench_dir``) is gone after it: later tests that walk
+    the registry (memory plans, manifests) see the shipped sets only."""
+    import kbenv.problems as problems
+    monkeypatch.setattr(problems, "_EXTERNAL", dict(problems._EXTERNAL))
