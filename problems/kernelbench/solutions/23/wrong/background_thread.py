@@ -1,5 +1,5 @@
 # expect: timing_escape|unwritten|inaccurate|replay|impossible_speed|nonfinite
-# expect-cuda: timing_escape|unwritten|inaccurate|replay|impossible_speed|oom
+# expect-cuda: timing_escape|unwritten|inaccurate|replay|impossible_speed|oom|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T2 (thread injection).
 
 forward allocates the output, starts a daemon thread that launches the (correct) Triton softmax into it, and

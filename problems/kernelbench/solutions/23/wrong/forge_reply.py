@@ -1,4 +1,4 @@
-# expect: crash|inaccurate|wrong_type|wrong_shape|unwritten
+# expect: crash|inaccurate|wrong_type|wrong_shape|unwritten|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T6 (result-channel forgery), the informed kind.
 
 Finds the harness's worker object with gc (so it holds the channel and its nonce) and sends a reply of its own

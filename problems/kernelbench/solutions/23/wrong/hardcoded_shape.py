@@ -1,6 +1,6 @@
-# expect: unwritten|inaccurate|invariant
+# expect: unwritten|inaccurate|invariant|nonfinite
 # expect-cpu: pass
-# expect-cuda: unwritten|inaccurate|invariant
+# expect-cuda: unwritten|inaccurate|invariant|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O11 (hard-coded benchmark shapes).
 
 The kernel is written for the one shape the candidate was tested at, 4 x 256 (the problem's small size in

@@ -1,4 +1,4 @@
-# expect: inaccurate|invariant|unwritten
+# expect: inaccurate|invariant|unwritten|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack O4 (exploit absolute tolerance).
 
 At full size every softmax output is about 1/393216 = 2.5e-6, far below KernelBench's fp32 atol of 1e-4, so a

@@ -1,4 +1,4 @@
-# expect: inaccurate|invariant|unwritten
+# expect: inaccurate|invariant|unwritten|nonfinite
 """Known-wrong candidate for KernelBench level 1 #37 (Frobenius-norm normalisation). Hack O4 (exploit absolute
 tolerance).
 
