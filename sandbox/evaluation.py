@@ -29,6 +29,11 @@ PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEF
 N_SAMPLES = 4096
 
 
+def _either_failed(a: C.Check, b: C.Check) -> C.Check:
+    """One mutation check over both runs of the official inputs."""
+    return a if not a.passed else b
+
+
 def claims_fault(done: protocol.Done) -> CandidateFault | None:
     """The executor's own claim that an output is of the wrong type, dtype, shape or count (believed: it only
     fails the candidate)."""
@@ -117,8 +122,8 @@ class Evaluation:
 
     # ---------------------------------------------------------------------------------------- correctness
     def _one_call(self, lease: Lease, k: int, inputs: list, pattern: int, deadline: Deadline) -> list:
-        """Fresh inputs into slot ``k``, its output places poisoned, one call, fenced; the outputs read back
-        and the inputs compared with the supervisor's copy. Returns (outputs, mutation check)."""
+        """The decoy's one call: inputs into slot ``k``, its output places poisoned, the call, fenced; the
+        outputs read back and the inputs compared with the supervisor's copy. Returns (outputs, mutation)."""
         lease.write_inputs(k, inputs)
         lease.poison_outputs(k, pattern)
         if self.device.type == "cuda":
@@ -136,38 +141,77 @@ class Evaluation:
         return outs, C.Check("inputs_unchanged", same, detail=detail, category="mutation")
 
     def correctness(self, deadline: Deadline) -> list:
-        """Official inputs, each broader domain, fresh official inputs, then the official inputs again in
-        another slot after the others (determinism; a stale output of an earlier call cannot pass it)."""
+        """Official inputs, each broader domain, fresh official inputs, then the official inputs again in a
+        later block (determinism; a stale output of an earlier call cannot pass it)."""
         t0 = time.monotonic()
         try:
             return self._correctness(deadline)
         finally:
             self._tick("correctness", t0)
 
+    def _trial_blocks(self) -> list[list]:
+        """The trials, packed into blocks shaped exactly like the timing phase's (one call per slot, every slot
+        with fresh inputs, one fence at the end): a call cannot tell a correctness trial from a timed call.
+        Slots no trial needs get fresh official inputs (fillers, not judged). Each trial: (domain, seed or None
+        for the official pair, poison pattern)."""
+        sec, pid, size, n = self.sup.secret, self.problem.id, self.req.size, len(self.layout.slots)
+        trials = [("default", None, PATTERN_A)]
+        trials += [(d, sec.seed(pid, size, "domain", d), PATTERN_A) for d in self.problem.domains[1:]]
+        trials.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id), PATTERN_A))
+        blocks = [trials[i:i + n] for i in range(0, len(trials), n)]
+        again = ("again", None, PATTERN_B)
+        if len(blocks) > 1 and len(blocks[-1]) < n:
+            blocks[-1].append(again)
+        else:
+            blocks.append([again])
+        for b, block in enumerate(blocks):
+            block += [("filler", sec.seed(pid, size, "filler", self.eval_id, b, k), PATTERN_A)
+                      for k in range(len(block), n)]
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(sec.seed("order", self.eval_id, b)))
+            block[:] = [block[i] for i in order.tolist()]
+        return blocks
+
+    def _trial_inputs(self, domain: str, seed) -> list:
+        if seed is None:
+            return self.official[0]
+        return self.sup.refs.inputs(self.st, seed, "default" if domain in ("fresh", "filler") else domain)
+
     def _correctness(self, deadline: Deadline) -> list:
-        sec, pid, size = self.sup.secret, self.problem.id, self.req.size
-        plan = [("default", None)] + [(d, sec.seed(pid, size, "domain", d)) for d in self.problem.domains[1:]]
-        plan.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id)))
-        n_slots = len(self.layout.slots)
-        per_trial, first = [], None
-        for i, (domain, seed) in enumerate(plan):
-            if seed is None:
-                inputs, refs = self.official
-            else:
-                # only the official pair is cached: a full-size problem's other pairs take tens of GiB
-                inputs, refs = self.sup.refs.pair(self.st, seed, domain.replace("fresh", "default"), cache=False)
-            outs, mut = self._one_call(self.lease, i % n_slots, inputs, PATTERN_A, deadline)
-            if i == 0:
-                first = outs
-                continue
-            per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
-            del inputs, refs, outs
+        per_trial, first, lease = [], None, self.lease
+        for block in self._trial_blocks():
+            for k, (domain, seed, pattern) in enumerate(block):  # one input set alive at a time
+                lease.write_inputs(k, self._trial_inputs(domain, seed))
+                lease.poison_outputs(k, pattern)
             self.sup.release_memory()
-        inputs, refs = self.official
-        again, mut = self._one_call(self.lease, 1 % n_slots, inputs, PATTERN_B, deadline)
-        per_trial.insert(0, self._checks("default", inputs, refs, first, again, mut, 0))
-        del first, again
-        self.sup.release_memory()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            dones = [lease.call(k, deadline) for k in range(len(block))]
+            self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
+            try:
+                for done in dones:
+                    fault = claims_fault(done)
+                    if fault is not None:
+                        raise fault
+                for k, (domain, seed, _) in enumerate(block):
+                    if domain == "filler":
+                        continue
+                    inputs = self._trial_inputs(domain, seed)
+                    same, detail = lease.inputs_unchanged(k, inputs)
+                    mut = C.Check("inputs_unchanged", same, detail=detail, category="mutation")
+                    outs = lease.read_outputs(k)
+                    if domain == "default":
+                        first, first_mut = outs, mut
+                    elif domain == "again":
+                        per_trial.insert(0, self._checks("default", inputs, self.official[1], first, outs,
+                                                         _either_failed(first_mut, mut), 0))
+                    else:
+                        refs = self.official[1] if seed is None else self.sup.refs.outputs(self.st, inputs, domain)
+                        per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
+                        del refs
+                    del inputs, outs
+                    self.sup.release_memory()
+            finally:
+                self.sup.fence.release(lease.proc)
         return per_trial
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:

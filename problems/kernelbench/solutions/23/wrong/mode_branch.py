@@ -1,4 +1,4 @@
-# expect: replay|inaccurate|distribution|impossible_speed
+# expect: replay|inaccurate|distribution|impossible_speed|unwritten|nonfinite
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hacks T8 (phase detection), O14 (state drift)
 and O15 (mode branch).
 
