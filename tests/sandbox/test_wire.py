@@ -1,48 +1,39 @@
-"""The channel's parsing of what the worker sends: descriptors are data, checked before any copy."""
+"""The channel's framing: what the executor sends is data, parsed within bounds or refused."""
 
 import os
+import struct
 
 import pytest
-import torch
 
 from kbenv.sandbox import wire
 
 
-def _arena_with(t: torch.Tensor):
-    fd = os.memfd_create("test-arena", 0)
-    arena = wire.TensorArena(fd)
-    return arena, arena.put(t)
+def _pipe_with(data: bytes) -> int:
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    return r
 
 
-def test_round_trip_through_the_arena():
-    x = torch.randn(3, 5)
-    arena, desc = _arena_with(x)
-    assert torch.equal(arena.get(desc), x)
-    arena.close()
+def test_a_frame_round_trips():
+    r, w = os.pipe()
+    wire.write_frame(w, {"type": "done", "claims": [None]})
+    assert wire.read_frame(r) == {"type": "done", "claims": [None]}
 
 
-@pytest.mark.parametrize("bad", [
-    {"offset": 1 << 40},                       # past the end of the buffer
-    {"nbytes": 4},                             # sizes disagree with the shape
-    {"shape": [-3, 5]},                        # negative extent
-    {"dtype": "object"},                       # not a tensor dtype
-    {"shape": "xyz"},                          # wrong type
+@pytest.mark.parametrize("data", [
+    struct.pack(">I", wire.MAX_FRAME + 1) + b"x",        # longer than the limit
+    struct.pack(">I", 3) + b"\xc1\xc1\xc1",             # not msgpack
+    struct.pack(">I", 2) + b"\x93\x01",                  # truncated
+    struct.pack(">I", 1) + b"\x01",                       # not a map
 ])
-def test_forged_descriptor_is_a_protocol_violation(bad):
-    arena, desc = _arena_with(torch.randn(3, 5))
+def test_a_malformed_frame_is_a_closed_channel(data):
     with pytest.raises(wire.ChannelClosed):
-        arena.get({**desc, **bad})
-    arena.close()
+        wire.read_frame(_pipe_with(data))
 
 
-def test_descriptor_that_is_not_a_map_is_rejected():
-    with pytest.raises(wire.ChannelClosed):
-        wire.parse_descriptor(["float32", [3], 0, 12], 1 << 20)
-
-
-def test_descriptor_within_bounds_is_accepted():
-    dtype, shape, off, nbytes = wire.parse_descriptor(
-        {"dtype": "float32", "shape": [4, 2], "offset": 256, "nbytes": 32}, 288)
-    assert (dtype, shape, off, nbytes) == (torch.float32, [4, 2], 256, 32)
-    with pytest.raises(wire.ChannelClosed):
-        wire.parse_descriptor({"dtype": "float32", "shape": [4, 2], "offset": 257, "nbytes": 32}, 288)
+def test_a_missing_frame_times_out():
+    r, _w = os.pipe()
+    import time
+    with pytest.raises(wire.ChannelTimeout):
+        wire.read_frame(r, time.monotonic() + 0.05)
