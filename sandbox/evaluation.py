@@ -310,7 +310,6 @@ class Evaluation:
                         **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "rounds": rounds, "calls_per_block": n,
                        "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
-                       "call_overhead_us": sup.call_overhead_us(),
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
         sup.baselines.record(st, dict(res.baseline))

@@ -158,7 +158,6 @@ class Supervisor:
         self.fence = make_fence(self.device)
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.baselines = BaselineExecutors(self, kinds)
-        self._overhead_us: float | None = None
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both
         # started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s on the H200 machine).
@@ -223,9 +222,6 @@ class Supervisor:
         memory kept in this process's caching allocator is memory they cannot have."""
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-
-    def call_overhead_us(self) -> float | None:
-        return self._overhead_us
 
     def sandbox_description(self) -> str:
         if self.sandbox != "bwrap":
