@@ -245,7 +245,7 @@ class Evaluation:
                 out["noop_failure"] = f.category
             finally:
                 self.sup.fence.release(proc)
-                self.sup.pool.dispose(proc, lease)
+                self.sup.pool.dispose(proc, lease, start_spares=False)
         self.sup.release_memory()
         self._tick("decoy", t0)
         return out

@@ -52,12 +52,14 @@ class ExecutorPool:
         s = self.sup
         return process.spawn(s.root, str(s.device), s.sandbox, s.memory_limit, s.host_memory_cap)
 
-    def refill(self) -> None:
+    def refill(self, start: bool = True) -> None:
+        """Spawn spares up to ``n``; ``start`` lets them touch the GPU (never while a candidate may be timed)."""
         self.spares = [p for p in self.spares if p.proc.poll() is None]
         while len(self.spares) < self.n:
             self.spares.append(self._spawn())
-        for p in self.spares:
-            process.start(p)
+        if start:
+            for p in self.spares:
+                process.start(p)
 
     def take(self) -> process.ExecutorProcess:
         self.join()
@@ -74,10 +76,12 @@ class ExecutorPool:
     def resume_spares(self, pids: list[int]) -> None:
         process.ExecutorProcess.resume(pids)
 
-    def dispose(self, p: process.ExecutorProcess, lease=None) -> None:
-        """Kill now; wait for the exit (1-2 s for a CUDA context) off the result's path."""
+    def dispose(self, p: process.ExecutorProcess, lease=None, start_spares: bool = True) -> None:
+        """Kill now; wait for the exit (1-2 s for a CUDA context) off the result's path. A spare spawned in
+        its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
+        when its decoy executor is disposed)."""
         p.signal_kill()
-        self.refill()
+        self.refill(start=start_spares)
 
         def reap():
             try:
