@@ -17,8 +17,9 @@ from kbenv.problems import get_problem
 from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.reward import speedup as speedup_of
-from kbenv.rewards.verdict import Trial, correctness_checks, judge, judge_checks
+from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks
 from kbenv.sandbox import decoy, protocol
+from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, nbytes
@@ -121,25 +122,6 @@ class Evaluation:
         self._tick("compile", t0)
 
     # ---------------------------------------------------------------------------------------- correctness
-    def _one_call(self, lease: Lease, k: int, inputs: list, pattern: int, deadline: Deadline) -> list:
-        """The decoy's one call: inputs into slot ``k``, its output places poisoned, the call, fenced; the
-        outputs read back and the inputs compared with the supervisor's copy. Returns (outputs, mutation)."""
-        lease.write_inputs(k, inputs)
-        lease.poison_outputs(k, pattern)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        done = lease.call(k, deadline)
-        self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
-        try:
-            fault = claims_fault(done)
-            if fault is not None:
-                raise fault
-            outs = lease.read_outputs(k)
-            same, detail = lease.inputs_unchanged(k, inputs)
-        finally:
-            self.sup.fence.release(lease.proc)
-        return outs, C.Check("inputs_unchanged", same, detail=detail, category="mutation")
-
     def correctness(self, deadline: Deadline) -> list:
         """Official inputs, each broader domain, fresh official inputs, then the official inputs again in a
         later block (determinism; a stale output of an earlier call cannot pass it)."""
@@ -176,42 +158,50 @@ class Evaluation:
             return self.official[0]
         return self.sup.refs.inputs(self.st, seed, "default" if domain in ("fresh", "filler") else domain)
 
+    def _run_block(self, lease: Lease, block: list, deadline: Deadline, judge) -> None:
+        """One block: every slot's inputs written (one input set alive at a time) and its output places poisoned,
+        one call per slot, the fence; then, with the executor held, ``judge(domain, seed, inputs, outputs,
+        mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate."""
+        for k, (domain, seed, pattern) in enumerate(block):
+            lease.write_inputs(k, self._trial_inputs(domain, seed))
+            lease.poison_outputs(k, pattern)
+        self.sup.release_memory()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        dones = [lease.call(k, deadline) for k in range(len(block))]
+        self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
+        try:
+            for done in dones:
+                fault = claims_fault(done)
+                if fault is not None:
+                    raise fault
+            for k, (domain, seed, _) in enumerate(block):
+                if domain == "filler":
+                    continue
+                inputs = self._trial_inputs(domain, seed)
+                same, detail = lease.inputs_unchanged(k, inputs)
+                judge(domain, seed, inputs, lease.read_outputs(k),
+                      C.Check("inputs_unchanged", same, detail=detail, category="mutation"))
+                del inputs
+                self.sup.release_memory()
+        finally:
+            self.sup.fence.release(lease.proc)
+
     def _correctness(self, deadline: Deadline) -> list:
-        per_trial, first, lease = [], None, self.lease
+        per_trial, first = [], {}
+
+        def judge(domain, seed, inputs, outs, mut):
+            if domain == "default":
+                first.update(outs=outs, mut=mut)
+            elif domain == "again":
+                per_trial.insert(0, self._checks("default", inputs, self.official[1], first.pop("outs"), outs,
+                                                 _either_failed(first.pop("mut"), mut), 0))
+            else:
+                refs = self.sup.refs.outputs(self.st, inputs, domain)
+                per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
+
         for block in self._trial_blocks():
-            for k, (domain, seed, pattern) in enumerate(block):  # one input set alive at a time
-                lease.write_inputs(k, self._trial_inputs(domain, seed))
-                lease.poison_outputs(k, pattern)
-            self.sup.release_memory()
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            dones = [lease.call(k, deadline) for k in range(len(block))]
-            self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
-            try:
-                for done in dones:
-                    fault = claims_fault(done)
-                    if fault is not None:
-                        raise fault
-                for k, (domain, seed, _) in enumerate(block):
-                    if domain == "filler":
-                        continue
-                    inputs = self._trial_inputs(domain, seed)
-                    same, detail = lease.inputs_unchanged(k, inputs)
-                    mut = C.Check("inputs_unchanged", same, detail=detail, category="mutation")
-                    outs = lease.read_outputs(k)
-                    if domain == "default":
-                        first, first_mut = outs, mut
-                    elif domain == "again":
-                        per_trial.insert(0, self._checks("default", inputs, self.official[1], first, outs,
-                                                         _either_failed(first_mut, mut), 0))
-                    else:
-                        refs = self.official[1] if seed is None else self.sup.refs.outputs(self.st, inputs, domain)
-                        per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
-                        del refs
-                    del inputs, outs
-                    self.sup.release_memory()
-            finally:
-                self.sup.fence.release(lease.proc)
+            self._run_block(self.lease, block, deadline, judge)
         return per_trial
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:
@@ -231,15 +221,16 @@ class Evaluation:
             proc = self.sup.pool.take()
             lease = None
             try:
-                inputs, refs = self.official
-                lease = Lease(proc, self.device, SlotLayout.build(inputs, self.st.out_specs, 1))
+                lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1))
                 self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
-                inputs, refs = self.official
-                outs, _ = self._one_call(lease, 0, inputs, PATTERN_A, Deadline("decoy", self.sup.limits["trial_s"]))
-                v = judge([Trial("default", inputs, refs, outs, None, [{"type": "torch.Tensor"}] * len(outs), PATTERN_A,
-                                 PATTERN_B)],
-                          self.precision, self.problem.invariants, self.problem.tolerance)
-                out["noop_correct"] = v.correct
+
+                def judge(domain, seed, inputs, outs, mut):
+                    v = judge_trials([Trial("default", inputs, self.official[1], outs, None,
+                                            [{"type": "torch.Tensor"}] * len(outs), PATTERN_A, PATTERN_B)],
+                                     self.precision, self.problem.invariants, self.problem.tolerance)
+                    out["noop_correct"] = v.correct
+                self._run_block(lease, [("default", None, PATTERN_A)], Deadline("decoy", self.sup.limits["trial_s"]),
+                                judge)
             except CandidateFault as f:
                 out["noop_correct"] = False  # the no-op version failed: the kernels matter
                 out["noop_failure"] = f.category
@@ -291,8 +282,7 @@ class Evaluation:
                         per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
                         replay += self._recheck(seeds, rng, r)
                     else:
-                        per_call = time_block(lease, sup.fence, deadline, 60.0)
-                        sup.fence.release(lease.proc)
+                        per_call = self._baseline_block(name, lease)
                     if r >= plan.warmup_rounds:
                         (cand if name == "candidate" else series[name]).per_call_s.append(per_call)
                 if r >= plan.warmup_rounds:
@@ -314,6 +304,20 @@ class Evaluation:
         res.facts["spare_paused"] = len(paused)
         sup.baselines.record(st, dict(res.baseline))
         return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": ratio}
+
+    def _baseline_block(self, name: str, lease: Lease) -> float:
+        """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),
+        except running out of device memory, which is judged like any OOM of the trusted side while a candidate
+        is alive (the candidate's ``oom`` if killing it frees the memory)."""
+        try:
+            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
+        except CandidateFault as f:
+            if f.category == "oom":
+                raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None
+            raise BaselineError(f"the {self.problem.id} {name} baseline failed while timed: {f.reason}\n"
+                                f"{f.error or ''}") from None
+        finally:
+            self.sup.fence.release(lease.proc)
 
     @staticmethod
     def _ratio(cand: Series, series: dict) -> tuple[float, float]:

@@ -23,7 +23,7 @@ import time
 import threading
 
 from kbenv.sandbox.executors import CandidateFault
-from kbenv.sandbox.process import ExecutorProcess
+from kbenv.sandbox.process import ExecutorProcess, proc_state
 
 
 class FenceTimeout(CandidateFault):
@@ -36,15 +36,7 @@ class FenceTimeout(CandidateFault):
 def _wait_stopped(pids: list[int], deadline: float) -> None:
     left = set(pids)
     while left:
-        for pid in list(left):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    stat = f.read()
-                state = stat[stat.rindex(")") + 2]
-            except (OSError, ValueError, IndexError):
-                state = "X"
-            if state in "TtXZ":
-                left.discard(pid)
+        left = {pid for pid in left if proc_state(pid) not in "TtXZ"}
         if left:
             if time.monotonic() > deadline:
                 raise FenceTimeout(f"processes {sorted(left)} did not stop")
@@ -52,12 +44,7 @@ def _wait_stopped(pids: list[int], deadline: float) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        return stat[stat.rindex(")") + 2] not in "ZX"
-    except (OSError, ValueError, IndexError):
-        return False
+    return proc_state(pid) not in "ZX"
 
 
 class StopFence:

@@ -324,6 +324,16 @@ def await_ready(p: ExecutorProcess, timeout_s: float) -> None:
         p.pid_ns = ns
 
 
+def proc_state(pid: int) -> str:
+    """A process's state letter from /proc (``R``, ``S``, ``T`` stopped, ``Z`` zombie...); ``X`` when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return "X"
+
+
 def process_tree(root: int) -> list[int]:
     """``root`` and its descendants, from /proc (the host's view, which sees into the sandbox's namespaces)."""
     children: dict[int, list[int]] = {}

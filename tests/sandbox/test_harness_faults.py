@@ -111,3 +111,25 @@ def test_spare_executors_are_stopped_while_a_candidate_is_timed(cache_dir, monke
         assert spares_before[0] not in [s.proc.pid for s in sup.pool.spares]  # used once, then gone
     finally:
         sup.close()
+
+
+def test_a_baseline_that_fails_while_timed_is_a_harness_error_not_the_candidates(cache_dir, monkeypatch):
+    """A trusted baseline executor dying mid-block is kbenv's fault: raised, never the candidate's crash."""
+    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox.baselines import BaselineError
+    from kbenv.sandbox.executors import CandidateFault
+    real = E.time_block
+
+    def failing_for_baselines(lease, fence, deadline, hold):
+        if lease.proc.trusted:
+            raise CandidateFault("crash", "the executor died from SIGSEGV during eager baseline")
+        return real(lease, fence, deadline, hold)
+    monkeypatch.setattr(E, "time_block", failing_for_baselines)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        with pytest.raises(BaselineError, match="baseline failed while timed"):
+            sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        monkeypatch.setattr(E, "time_block", real)
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
+    finally:
+        sup.close()
