@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
-#   bash benchmarks/gpu_run.sh STAGE...   stages: tests bench prefetch suite rollout rollout-bad audit profile
+#   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted prefetch suite rollout rollout-bad audit profile
+#                                         subset medium caps redteam
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
 # The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
@@ -57,6 +58,21 @@ for stage in "$@"; do
     audit) { timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision fp32 --device cuda --size full;
              timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
              timeout 50 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;
+    subset) # issue 14: the generated subset attack at full size, bf16, against every applicable problem
+            timeout ${SUBSET_LIMIT:-200} python3 -m kbenv.rewards.subset_attack --size full --device cuda --precision bf16 \
+              > "$OUT/subset.log" 2>&1 ;;
+    medium) # issue 15: every known-good kernel at the medium tier, peak device memory (NVML) under 22 GiB
+            timeout ${MEDIUM_LIMIT:-200} python3 "$R/benchmarks/memplan_gpu.py" --size medium --max-peak 22G \
+              --out "$OUT/memplan_medium.json" > "$OUT/memplan_medium.log" 2>&1 ;;
+    caps) # issue 16: under each memory cap, the known-good kernels at the largest size that fits, and refusals
+          for cap in ${CAPS:-24G 40G 80G}; do
+            timeout ${CAP_LIMIT:-170} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals \
+              --out "$OUT/memplan_$cap.json" > "$OUT/memplan_$cap.log" 2>&1
+            tar -czf "$FINAL/results.tgz" -C /tmp gpuout
+          done ;;
+    redteam) # issue 12 (and 16 under REDTEAM_CAP): the known-bad suite through the CLI, as a deployment runs it
+             KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
+               --size ${REDTEAM_SIZE:-full} --no-progress > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}.log" 2>&1 ;;
     profile) timeout 300 python3 "$R/benchmarks/profile_workloads.py" --out-dir "$OUT/profiles" --allow-unclassified \
                > "$OUT/profile.log" 2>&1 ;;
   esac

@@ -89,6 +89,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-peak", default=None,
                     help="fail a row whose measured peak exceeds this (e.g. 22G for the medium tier); default: the budget")
     ap.add_argument("--out", default="memplan_gpu.json")
+    ap.add_argument("--refusals", action="store_true",
+                    help="also preflight every registered problem at full (refusals counted, one line each) and run "
+                         "`kbenv eval` on the first refused one: it must exit 2 with the one-line message")
     args = ap.parse_args(argv)
     if args.cap:
         os.environ["KBENV_GPU_MEMORY_CAP"] = args.cap  # before anything of kbenv starts: every process inherits it
@@ -156,11 +159,42 @@ def main(argv=None) -> int:
               f"  measured peak {peak / GiB:6.1f} GiB (idle {idle / GiB:.1f})  limit {limit / GiB:.1f}"
               f"{'  OVER THE LIMIT' if over else ''}  {wall:.1f} s", flush=True)
     sup.close()
+    refusals = _refusals(memplan, dev) if args.refusals else None
+    bad += bool(refusals and refusals["cli_exit"] not in (None, 2))
     Path(args.out).write_text(json.dumps({"device": props.name, "cap": args.cap, "budget_bytes": budget,
                                           "limit_bytes": limit,
-                                          "peaks": p.to_dict(), "rows": rows}, indent=1, default=str))
+                                          "peaks": p.to_dict(), "rows": rows, "refusals": refusals},
+                                         indent=1, default=str))
     print(f"wrote {args.out}; {bad} row(s) over the limit, out of memory or not passing", flush=True)
     return 1 if bad else 0
+
+
+def _refusals(memplan, dev) -> dict:
+    """Every registered problem preflighted at full; the CLI run on the first refused one (exit 2 expected)."""
+    import subprocess
+    import tempfile
+
+    from kbenv.problems import list_problems
+    refused, fits = [], 0
+    for prob in list_problems():
+        try:
+            memplan.preflight(prob, "full", prob.precision_default, dev)
+            fits += 1
+        except memplan.MemoryPlanError as e:
+            refused.append({"problem": prob.id, "line": str(e)})
+            print(f"refused at full: {e}", flush=True)
+    out = {"fits_at_full": fits, "refused_at_full": len(refused), "refused": refused, "cli_exit": None}
+    if refused:
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        return a[0]\n")
+        r = subprocess.run([sys.executable, "-m", "kbenv.cli", "eval", "--problem", refused[0]["problem"],
+                            "--kernel", f.name, "--size", "full", "--device", "cuda"], capture_output=True, text=True,
+                           timeout=300)
+        out.update(cli_exit=r.returncode, cli_stderr=r.stderr.strip()[-600:], cli_stdout=r.stdout.strip()[-300:])
+        print(f"kbenv eval --problem {refused[0]['problem']} --size full: exit {r.returncode}; "
+              f"{(r.stderr.strip() or r.stdout.strip())[-300:]}", flush=True)
+    print(f"{fits} problems fit at full, {len(refused)} refused", flush=True)
+    return out
 
 
 def _fits(memplan, prob, size, prec, dev) -> bool:

@@ -58,6 +58,8 @@ def main() -> None:
         row = {"verdict": r.verdict, "category": r.category, "reason": r.reason[:200], "speedup": r.speedup,
                "rel_ci95": r.timings.get("speedup_rel_ci95"), "median_ms": r.timings.get("median_ms"),
                "rounds": r.timings.get("rounds"), "slots": r.facts.get("slots"), "baseline": r.baseline,
+               "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
+               "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
@@ -84,6 +86,10 @@ def main() -> None:
             print(f"== {pid}: speedup mean {m:.4f} CV {100 * summary['cv']:.2f}% range {min(sp):.4f}-{max(sp):.4f}; "
                   f"wall median {summary['median_wall_s']:.2f} s", flush=True)
         report["problems"][pid] = summary
+        for kind, lease in sup.baselines._leases.items():  # the trusted baselines' own logs (TORCH_LOGS, when set)
+            tail = lease.proc.log_tail(2500)
+            if tail.strip():
+                print(f"-- {pid} {kind} baseline log tail:\n{tail}", flush=True)
         Path(args.out).write_text(json.dumps(report, indent=1))
     sup.close()
 

@@ -292,7 +292,8 @@ def cmd_redteam(args) -> int:
     device = _device(args)
     size = _size(args, device)
     limits = _limits(args)
-    preflight(suite_problem_ids(device, args.good), size, None, device)
+    if size != "largest":  # "largest" picks a size that fits per problem
+        preflight(suite_problem_ids(device, args.good), size, None, device)
     config = {"sandbox": args.sandbox}
     if limits:
         config["limits"] = limits
@@ -545,7 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
              "Exit 3 when any candidate's outcome differs from its expectation: your installation is gameable "
              "or broken in that place.", cmd_redteam, epilog=EXIT_CODES)
     _device_arg(rt)
-    _size_arg(rt)
+    rt.add_argument("--size", choices=_sizes() + ("largest",), default="auto",
+                    help="problem size tier (auto: full on cuda, small on the CPU; largest: per problem, the largest "
+                         "size whose memory plan fits this device)")
     _sandbox_arg(rt)
     _limit_arg(rt)
     rt.add_argument("--only", action="append", default=[], metavar="TEXT",

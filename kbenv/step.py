@@ -89,6 +89,22 @@ def preflight(problem_ids: Iterable[str], size: str, precision: str | None, devi
     return plans
 
 
+def largest_size(problem_id: str, precision: str | None, device: str) -> str | None:
+    """The largest size tier whose memory plan fits ``device`` (under any memory cap), or None when none does;
+    ``full`` when the sandbox has no memory plan module."""
+    if _memplan_preflight is None:
+        return "full"
+    from kbenv.sandbox.memplan import SIZES, MemoryPlanError
+    prob = get_problem(problem_id)
+    for size in reversed(SIZES):
+        try:
+            _memplan_preflight(prob, size, precision or prob.precision_default, device_type(device))
+            return size
+        except MemoryPlanError:
+            continue
+    return None
+
+
 def reply_text(reply: Any) -> str:
     """The text of a reply: a string, or the last message's content of a chat-format list (as TRL passes)."""
     if isinstance(reply, str):

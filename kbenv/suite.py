@@ -63,8 +63,15 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
     if only:
         cases = [c for c in cases if any(s in c.id for s in only)]
         goods = [(pid, src) for pid, src in goods if any(s in f"{pid}:correct" for s in only)]
-    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size) for c in cases]
-    reqs += [EvalRequest(problem=pid, candidate=src, size=size) for pid, src in goods]
+    if size == "largest":  # each problem at the largest size its memory plan admits (a capped or small GPU)
+        fits = {pid: step.largest_size(pid, None, device) for pid in {c.problem_id for c in cases} | {p for p, _ in goods}}
+        cases = [c for c in cases if fits[c.problem_id]]
+        goods = [(pid, src) for pid, src in goods if fits[pid]]
+        size_of = fits.__getitem__
+    else:
+        size_of = lambda pid: size  # noqa: E731
+    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size_of(c.problem_id)) for c in cases]
+    reqs += [EvalRequest(problem=pid, candidate=src, size=size_of(pid)) for pid, src in goods]
     t = time.perf_counter()
     rows: list = [None] * len(reqs)
     for n, (i, r) in enumerate(pool.map(reqs), start=1):
@@ -79,6 +86,7 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
                    "category": r.category, "reward": r.reward, "speedup": r.speedup,
                    "ok": r.verdict == "pass", "reason": r.reason[:160]}
         row["seconds"] = round(r.phase_seconds.get("total", 0.0), 2)
+        row["size"] = reqs[i].size
         if not row["ok"]:
             row["error"] = (r.error or "")[-1500:]  # the evidence for a mismatch, kept with the row
         rows[i] = row
@@ -94,7 +102,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
 def format_row(row: dict) -> str:
     got = row["category"] or row["verdict"]
     exp = "|".join(row["expected"])
-    line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g}  "
+    sp = f"x{row['speedup']:.3f}" if row.get("speedup") else "-"
+    line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g} {sp:>7s} {row.get('size', ''):6s} "
             f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
     if not row["ok"] and row.get("error"):
         line += "\n    " + row["error"][-400:].replace("\n", "\n    ")

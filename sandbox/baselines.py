@@ -14,6 +14,7 @@ size), for reports and ``kbenv baselines build``; they never replace a paired me
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class BaselineExecutors:
         self.key = None
         self._leases: dict[str, Lease] = {}
         self._region: LentRegion | None = None
+        self.overhead_s = 0.0  # the fence's fixed cost per block, measured on these trusted processes
         self.cache_dir = Path(sup.cache_dir) / "baselines"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -57,8 +59,11 @@ class BaselineExecutors:
             if self.sup.device.type == "cuda":
                 self._region = LentRegion(self.sup.device, layout.total_bytes)
             for kind in self.kinds:
+                env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor")}
+                if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
+                    env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
                 proc = process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True,
-                                     extra_env={"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor")})
+                                     extra_env=env)
                 process.await_ready(proc, self.sup.limits["spawn_s"])
                 lease = Lease(proc, self.sup.device, layout, region=self._region)
                 self._leases[kind] = lease
@@ -67,7 +72,9 @@ class BaselineExecutors:
                             Deadline("baseline setup", 600))
                 for k in range(len(layout.slots)):  # warm-up (torch.compile compiles here), untimed
                     lease.write_inputs(k, example_inputs)
-                    lease.call(k, Deadline("baseline warm-up", 900))
+                lease.call_block(list(range(len(layout.slots))), Deadline("baseline warm-up", 900))
+            from kbenv.sandbox.timing import fence_overhead
+            self.overhead_s = fence_overhead(next(iter(self._leases.values())), self.sup.fence)
         except CandidateFault as f:
             self.close()
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None
@@ -89,7 +96,7 @@ class BaselineExecutors:
                 for k in range(len(layout.slots)):
                     lease.write_inputs(k, inputs)
                 flush_l2(sup.device)
-                per_call = time_block(lease, sup.fence, Deadline("baseline", 600), 60.0)
+                per_call = time_block(lease, sup.fence, Deadline("baseline", 600), 60.0, self.overhead_s)
                 sup.fence.release(lease.proc)
                 if r:
                     series[kind].per_call_s.append(per_call)

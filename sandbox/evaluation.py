@@ -168,7 +168,7 @@ class Evaluation:
         self.sup.release_memory()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        dones = [lease.call(k, deadline) for k in range(len(block))]
+        dones = lease.call_block(list(range(len(block))), deadline)
         self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
         try:
             for done in dones:
@@ -279,7 +279,8 @@ class Evaluation:
                     flush_l2(self.device)
                     if name == "candidate":
                         sup.fence.release(self.lease.proc)
-                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
+                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1),
+                                              sup.baselines.overhead_s)
                         replay += self._recheck(seeds, rng, r)
                     else:
                         per_call = self._baseline_block(name, lease)
@@ -299,6 +300,9 @@ class Evaluation:
         res.baseline = {"best": best.name, "best_ms": best.median_ms, "paired": True,
                         **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "rounds": rounds, "calls_per_block": n,
+                       "fence_overhead_ms": round(1e3 * sup.baselines.overhead_s, 4),
+                       "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
+                                                for s in series.values()},
                        "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
@@ -310,7 +314,8 @@ class Evaluation:
         except running out of device memory, which is judged like any OOM of the trusted side while a candidate
         is alive (the candidate's ``oom`` if killing it frees the memory)."""
         try:
-            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
+            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0,
+                              self.sup.baselines.overhead_s)
         except CandidateFault as f:
             if f.category == "oom":
                 raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None

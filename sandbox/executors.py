@@ -75,16 +75,27 @@ class Lease:
                                  reply.error)
 
     def call(self, k: int, deadline: Deadline) -> protocol.Done:
-        """Run slot ``k``'s call; the reply is a hint (the caller fences and reads the region)."""
-        slot = self.layout.slots[k]
-        self._send(protocol.Call(slot.inputs, slot.outputs).to_wire(), deadline.phase)
-        try:
-            done = protocol.parse_done(self._recv(deadline), len(slot.outputs))
-        except protocol.ProtocolViolation as e:
-            raise CandidateFault("crash", f"protocol violation during {deadline.phase}: {e}") from None
-        if done.category is not None:
-            raise CandidateFault(done.category, f"{done.category} error in the forward", done.error)
-        return done
+        """Run slot ``k``'s call alone; the reply is a hint (the caller fences and reads the region)."""
+        return self.call_block([k], deadline)[0]
+
+    def call_block(self, ks: list[int], deadline: Deadline) -> list[protocol.Done]:
+        """Every call of a block sent at once (the frames are small: they fit the pipe), then every reply read.
+        The executor runs them back to back and synchronizes only once its pipe is empty, so the GPU sees the
+        calls queued as a workload would queue them; a correctness block and a timed block are the same frames.
+        The replies are hints (the caller fences and reads the region); the first failure among them is raised."""
+        for k in ks:
+            slot = self.layout.slots[k]
+            self._send(protocol.Call(slot.inputs, slot.outputs).to_wire(), deadline.phase)
+        dones = []
+        for k in ks:
+            try:
+                done = protocol.parse_done(self._recv(deadline), len(self.layout.slots[k].outputs))
+            except protocol.ProtocolViolation as e:
+                raise CandidateFault("crash", f"protocol violation during {deadline.phase}: {e}") from None
+            if done.category is not None:
+                raise CandidateFault(done.category, f"{done.category} error in the forward", done.error)
+            dones.append(done)
+        return dones
 
     # -- region ----------------------------------------------------------------------------------------------
     def write_inputs(self, k: int, inputs: list) -> None:

@@ -72,6 +72,9 @@ class StopFence:
         ExecutorProcess.resume(self._held.pop(id(p), []))
 
 
+OS_CALL_FAILED = 304  # CUDA_ERROR_OPERATING_SYSTEM
+
+
 class _LockArgs(ctypes.Structure):
     _fields_ = [("timeoutMs", ctypes.c_uint), ("reserved0", ctypes.c_uint), ("reserved1", ctypes.c_uint64 * 7)]
 
@@ -142,6 +145,11 @@ class ProcessLockFence(StopFence):
             if pid in locked:
                 continue
             rc = self._lock(p, pid, timeout_s)
+            for _ in range(3):  # CUresult 304 (an OS call failed) was seen now and then on the H200: ask again
+                if rc != OS_CALL_FAILED or not _alive(pid):
+                    break
+                time.sleep(0.005)
+                rc = self._lock(p, pid, timeout_s)
             if rc == 3 or not _alive(pid):  # no context (no work), or the process has exited: nothing to wait for
                 continue
             if rc != 0:

@@ -62,16 +62,26 @@ HOST_PROCESS_BYTES_CUDA = 2 * GiB
 
 MIN_SLOTS = 2
 MAX_SLOTS = 32
-LEND_BYTES = 1 << 30  # cuda: slots lent per executor, as many as fit (the supervisor evicts the L2 before each block)
+LEND_BYTES = 1 << 30  # cuda: the least lent per executor (the supervisor evicts the L2 before each block)
+MAX_LEND_BYTES = 8 << 30  # cuda: the most lent per executor
+LEND_SHARE = 16  # cuda: an executor is lent up to 1/16 of the device budget, between the two above
 
 
-def slot_count(slot_bytes: int, device_type: str) -> int:
+def lend_bytes(device_budget_bytes: int | None) -> int:
+    """What one executor (and, once more, the baselines) is lent on cuda: 1/16 of the device budget, at least
+    ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (8 GiB on an H200, 1.5 GiB under a 24 GB cap)."""
+    if device_budget_bytes is None:
+        return LEND_BYTES
+    return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // LEND_SHARE))
+
+
+def slot_count(slot_bytes: int, device_type: str, device_budget_bytes: int | None = None) -> int:
     """How many slots an executor is lent: the one rule the supervisor's layout and this plan share. cuda: as
-    many as fit in ``LEND_BYTES`` (a block of calls then outlasts the fence's fixed cost), between ``MIN_SLOTS``
-    and ``MAX_SLOTS``; cpu: ``MIN_SLOTS`` (there is no cache to cover and no GPU timing)."""
+    many as fit in :func:`lend_bytes` (a block of calls then outlasts the fence's fixed cost many times), between
+    ``MIN_SLOTS`` and ``MAX_SLOTS``; cpu: ``MIN_SLOTS`` (there is no cache to cover and no GPU timing)."""
     if device_type != "cuda":
         return MIN_SLOTS
-    return max(MIN_SLOTS, min(MAX_SLOTS, LEND_BYTES // max(int(slot_bytes), 1)))
+    return max(MIN_SLOTS, min(MAX_SLOTS, lend_bytes(device_budget_bytes) // max(int(slot_bytes), 1)))
 DEFAULT_L2_BYTES = 128 * MiB  # above every L2 of the GPUs kbenv lists (B200: 126 MB): more slots, never fewer
 SLOT_ALIGN = 256  # each tensor in a slot starts on this boundary (sandbox/lent.py ALIGN)
 
@@ -460,7 +470,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     if host_budget is None:
         host_budget = host_budget_bytes() if cuda else device_budget_bytes
     slot = fp.slot_bytes
-    n_slots = slot_count(slot, device_type)
+    n_slots = slot_count(slot, device_type, device_budget_bytes)
     lent = n_slots * slot
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
     worker_base = WORKER_CAP_BASE if cuda else CPU_WORKER_CAP_BASE

@@ -193,9 +193,10 @@ class Supervisor:
     # ------------------------------------------------------------------------------------ what phases ask
     def layout_for(self, st, example_inputs: list) -> SlotLayout:
         """Slots for one evaluation, counted by the memory plan's rule (``memplan.slot_count``)."""
-        from kbenv.sandbox.memplan import slot_count
+        from kbenv.sandbox.memplan import device_budget_bytes, slot_count
         one = SlotLayout.build(example_inputs, st.out_specs, 1).slot_bytes
-        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type))
+        budget = device_budget_bytes(self.device) if self.device.type == "cuda" else None
+        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type, budget))
 
     def _peaks(self) -> dict:
         if self.device.type != "cuda":

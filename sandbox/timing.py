@@ -74,16 +74,32 @@ def flush_l2(device: torch.device, _buf={}) -> None:
     torch.cuda.synchronize(device)
 
 
-def time_block(lease, fence, deadline, hold_timeout_s: float) -> float:
-    """One call per slot on the supervisor's clock, ended by the fence's completion (on cuda the driver lock
-    of the executor's CUDA processes, found before the block); the executor is then held, and a CUDA process
-    that appeared during the block is locked too. Seconds per call."""
+def time_block(lease, fence, deadline, hold_timeout_s: float, overhead_s: float = 0.0) -> float:
+    """One call per slot on the supervisor's clock, all sent at once, ended by the fence's completion (on cuda
+    the driver lock of the executor's CUDA processes, found before the block); the executor is then held, and
+    a CUDA process that appeared during the block is locked too. Seconds per call, after removing
+    ``overhead_s``: the fence's own fixed cost per block, measured on a trusted executor
+    (:func:`fence_overhead`), never on the candidate's."""
     n = len(lease.layout.slots)
     pids = fence.prepare(lease.proc)
     t0 = time.perf_counter()
-    for k in range(n):
-        lease.call(k, deadline)
+    lease.call_block(list(range(n)), deadline)
     fence.complete(lease.proc, pids, hold_timeout_s)
     t1 = time.perf_counter()
     fence.hold(lease.proc, hold_timeout_s)
-    return (t1 - t0) / n
+    return max(t1 - t0 - overhead_s, 0.0) / n
+
+
+def fence_overhead(lease, fence, repeats: int = 7) -> float:
+    """The fixed cost the fence adds to a block, in seconds: the least time to fence an idle trusted executor
+    (the lock's driver call and its thread). Measured on a baseline's process, so no candidate can inflate it."""
+    best = float("inf")
+    for _ in range(repeats):
+        fence.release(lease.proc)
+        pids = fence.prepare(lease.proc)
+        t0 = time.perf_counter()
+        fence.complete(lease.proc, pids, 10.0)
+        best = min(best, time.perf_counter() - t0)
+        fence.hold(lease.proc, 10.0)
+    fence.release(lease.proc)
+    return best

@@ -96,9 +96,9 @@ def test_spare_executors_are_stopped_while_a_candidate_is_timed(cache_dir, monke
     seen = []
     real = E.time_block
 
-    def spy(lease, fence, deadline, hold):
+    def spy(lease, fence, deadline, hold, overhead_s=0.0):
         seen.append({pid: _proc_state(pid) for s in sup.pool.spares for pid in P.process_tree(s.proc.pid)})
-        return real(lease, fence, deadline, hold)
+        return real(lease, fence, deadline, hold, overhead_s)
     monkeypatch.setattr(E, "time_block", spy)
     try:
         spares_before = [s.proc.pid for s in sup.pool.spares]
@@ -120,10 +120,10 @@ def test_a_baseline_that_fails_while_timed_is_a_harness_error_not_the_candidates
     from kbenv.sandbox.executors import CandidateFault
     real = E.time_block
 
-    def failing_for_baselines(lease, fence, deadline, hold):
+    def failing_for_baselines(lease, fence, deadline, hold, overhead_s=0.0):
         if lease.proc.trusted:
             raise CandidateFault("crash", "the executor died from SIGSEGV during eager baseline")
-        return real(lease, fence, deadline, hold)
+        return real(lease, fence, deadline, hold, overhead_s)
     monkeypatch.setattr(E, "time_block", failing_for_baselines)
     sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
     try:
