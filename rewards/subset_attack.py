@@ -98,17 +98,29 @@ def _as_list(x) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def _fit_per_fiber(full: torch.Tensor, est: torch.Tensor, dim: int, kept: torch.Tensor) -> torch.Tensor:
-    """Map ``full`` through the per-fiber affine map (along ``dim``) that takes it to ``est`` on ``kept``."""
-    f = full.double().movedim(dim, -1)
-    e = est.double().movedim(dim, -1)
-    fs, es = f[..., kept], e[..., kept]
-    fm, em = fs.mean(-1, keepdim=True), es.mean(-1, keepdim=True)
-    var = ((fs - fm) ** 2).mean(-1, keepdim=True)
-    cov = ((fs - fm) * (es - em)).mean(-1, keepdim=True)
-    a = torch.where(var > 0, cov / torch.where(var > 0, var, 1.0), torch.ones_like(var))
-    b = em - a * fm
-    return (a * f + b).movedim(-1, dim).to(full.dtype)
+def _fit_per_fiber(full: torch.Tensor, est: torch.Tensor, dim: int, kept: torch.Tensor,
+                   chunk_elements: int = 1 << 26) -> torch.Tensor:
+    """Map ``full`` through the per-fiber affine map (along ``dim``) that takes it to ``est`` on ``kept``. In
+    float64, a bounded number of fibers at a time (a full-size output is GiBs: whole float64 copies of it do not
+    fit beside the rest on an H200)."""
+    f_all = full.movedim(dim, -1)
+    e_all = est.movedim(dim, -1)
+    shape = f_all.shape
+    n = shape[-1]
+    f2, e2 = f_all.reshape(-1, n), e_all.reshape(-1, n)
+    out = torch.empty_like(f2)
+    step = max(1, chunk_elements // max(n, 1))
+    for r in range(0, f2.shape[0], step):
+        f, e = f2[r:r + step].double(), e2[r:r + step].double()
+        fs, es = f[:, kept], e[:, kept]
+        fm, em = fs.mean(-1, keepdim=True), es.mean(-1, keepdim=True)
+        var = ((fs - fm) ** 2).mean(-1, keepdim=True)
+        cov = ((fs - fm) * (es - em)).mean(-1, keepdim=True)
+        a = torch.where(var > 0, cov / torch.where(var > 0, var, 1.0), torch.ones_like(var))
+        b = em - a * fm
+        out[r:r + step] = (a * f + b).to(full.dtype)
+        del f, e, fs, es
+    return out.reshape(shape).movedim(-1, dim)
 
 
 def attack_outputs(problem: Problem, model: torch.nn.Module, inputs: list, reference_fp32: list,
@@ -182,6 +194,8 @@ def judge_attack(problem: Problem, precision: str, size: str = "small", domains=
                           [{"type": "torch.Tensor"} for _ in refs], 0xFE, 0x7F)
             checks = correctness_checks(trial, precision, problem.invariants, problem.tolerance, seed=t_i)
             failed[v.name] += [f"{domain}:{c.name}" for c in checks if not c.passed]
+            del outs, trial, checks
+        del inputs, up, ref32, refs
     return [AttackResult(problem.id, precision, v.name, bool(failed[v.name]), tuple(failed[v.name][:4]),
                          changed[v.name]) for v in vs if v.name not in skipped]
 
@@ -209,6 +223,8 @@ def main(argv=None) -> None:
             res = [r for r in judge_attack(p, pr, size=args.size, device=args.device,
                                            domains=["default"] if args.default_only else None)
                    if r.reads_skipped]
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()  # one problem's full-size tensors at a time
             ok = all(r.rejected for r in res)
             rejected[pr] += ok
             passed = [r.variant for r in res if not r.rejected]

@@ -1,9 +1,13 @@
 """Baselines: eager and ``torch.compile`` run through the same executor path as candidates, by trusted processes.
 
-A baseline executor runs the problem's own ``Model`` (no candidate code ever), so it may live across
-evaluations of its problem: it is kept while the problem stays current and replaced when another comes. Its
-blocks are timed interleaved with the candidate's (``kbenv.sandbox.timing``). The baseline executors of a
-problem share one lent region of their own on cuda (they never run at the same time), never the candidate's.
+A baseline executor runs the problem's own ``Model`` (no candidate code ever). On cuda each evaluation gets
+fresh baseline processes: a ``torch.compile`` process kept across evaluations ran 20-60% slower after its first
+one on the H200 (problems 23, 88 and dlrm/2 alike, with no recompilation logged), which no reward may inherit.
+They are spawned ahead (their imports overlap the previous evaluation's end and the next one's correctness
+phase) and touch the GPU only when the timing phase builds them, with the candidate held. On the CPU one set is
+kept while the problem stays current. Their blocks are timed interleaved with the candidate's
+(``kbenv.sandbox.timing``). The baseline executors of a problem share one lent region of their own (they never
+run at the same time), never the candidate's.
 
 A baseline that cannot be built or run is a fault of the harness (:class:`BaselineError`), unless a candidate's
 executor was holding the memory it needed, which the evaluation attributes to the candidate (``oom``).
@@ -44,31 +48,50 @@ class BaselineExecutors:
         self.key = None
         self._leases: dict[str, Lease] = {}
         self._region: LentRegion | None = None
+        self._ahead: dict[str, process.ExecutorProcess] = {}  # spawned for the next evaluation, not yet started
         self.overhead_s = 0.0  # the fence's fixed cost per block, measured on these trusted processes
         self.cache_dir = Path(sup.cache_dir) / "baselines"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 
-    def leases(self, st, layout, example_inputs) -> dict[str, Lease]:
-        """Warm trusted executors of every baseline kind for this problem and slot layout."""
+    @property
+    def fresh(self) -> bool:
+        """New processes for every evaluation (cuda), or one set kept while the problem stays current (cpu)."""
+        return self.sup.device.type == "cuda"
+
+    def _spawn(self) -> process.ExecutorProcess:
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor")}
+        if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
+            env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
+        return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
+
+    def spawn_ahead(self) -> None:
+        """Start the next evaluation's baseline processes now: they import torch and wait, off the GPU."""
+        for kind in self.kinds:
+            p = self._ahead.get(kind)
+            if p is None or p.proc.poll() is not None:
+                self._ahead[kind] = self._spawn()
+
+    def leases(self, st, layout, example_inputs, reuse: bool | None = None) -> dict[str, Lease]:
+        """Warm trusted executors of every baseline kind for this problem and slot layout: new ones on cuda
+        (``reuse`` False), the current ones while the problem stays current otherwise."""
+        reuse = (not self.fresh) if reuse is None else reuse
         key = (st.problem.id, st.size, st.precision, layout.slot_bytes, len(layout.slots))
-        if key == self.key and all(l.proc.proc.poll() is None for l in self._leases.values()):
+        if reuse and key == self.key and all(l.proc.proc.poll() is None for l in self._leases.values()):
             return self._leases
-        self.close()
+        self.close(keep_ahead=True)
         self.key = key
         try:
             if self.sup.device.type == "cuda":
                 self._region = LentRegion(self.sup.device, layout.total_bytes)
             for kind in self.kinds:
-                env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor")}
-                if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
-                    env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
-                proc = process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True,
-                                     extra_env=env)
+                proc = self._ahead.pop(kind, None)
+                if proc is None or proc.proc.poll() is not None:
+                    proc = self._spawn()
                 process.await_ready(proc, self.sup.limits["spawn_s"])
                 lease = Lease(proc, self.sup.device, layout, region=self._region)
                 self._leases[kind] = lease
                 lease.setup(protocol.Setup(st.problem.source, st.problem.overrides(st.size), "", str(self.sup.device),
-                                           st.precision, MODEL_SEED, compile=kind == "compile"),
+                                           st.precision, MODEL_SEED, compile=kind == "compile", deliver=lease.route),
                             Deadline("baseline setup", 600))
                 for k in range(len(layout.slots)):  # warm-up (torch.compile compiles here), untimed
                     lease.write_inputs(k, example_inputs)
@@ -89,7 +112,7 @@ class BaselineExecutors:
         st = sup.refs.state(problem, size, precision)
         inputs, _ = sup.refs.pair(st, sup.secret.seed(problem.id, size, "official"), "default")
         layout = sup.layout_for(st, inputs)
-        leases = self.leases(st, layout, inputs)
+        leases = self.leases(st, layout, inputs, reuse=True)
         series = {kind: Series(kind) for kind in leases}
         for r in range(rounds + 1):
             for kind, lease in leases.items():
@@ -114,7 +137,13 @@ class BaselineExecutors:
         path.write_text(json.dumps({"problem": st.problem.id, "precision": st.precision, "size": st.size,
                                     "torch": torch.__version__, "measured_at": time.time(), **medians}, indent=1))
 
-    def close(self) -> None:
+    def done(self) -> None:
+        """An evaluation's timing has ended: on cuda its baseline processes go, and the next ones start importing."""
+        if self.fresh:
+            self.close(keep_ahead=True)
+            self.spawn_ahead()
+
+    def close(self, keep_ahead: bool = False) -> None:
         for lease in self._leases.values():
             lease.proc.kill()
             lease.close()
@@ -123,3 +152,7 @@ class BaselineExecutors:
             self._region.close()
             self._region = None
         self.key = None
+        if not keep_ahead:
+            for p in self._ahead.values():
+                p.kill()
+            self._ahead = {}

@@ -53,6 +53,14 @@ class _AccessDesc(ctypes.Structure):
     _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
 
 
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+IPC_HANDLE_BYTES = 64
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+MAX_IPC_OPEN = 256  # mappings one lease keeps open (least recently used closed first)
+
 _LIB = None
 
 
@@ -81,6 +89,16 @@ def _lib():
         for name, args in sigs.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, ctypes.c_int
+        ipc = {  # legacy IPC of one allocation (outputs the executor leaves in its own memory), by versioned names
+            "cuIpcGetMemHandle": [ctypes.POINTER(_IpcHandle), u64],
+            "cuIpcOpenMemHandle_v2": [ctypes.POINTER(u64), _IpcHandle, ctypes.c_uint],
+            "cuIpcCloseMemHandle": [u64],
+            "cuMemGetAddressRange_v2": [ctypes.POINTER(u64), ctypes.POINTER(sz), u64],
+        }
+        for name, args in ipc.items():
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = args, ctypes.c_int
         _LIB = lib
     return _LIB
 
@@ -217,6 +235,73 @@ class SharedDeviceBuffer:
             except OSError:
                 pass
             self.fd = None
+
+
+# ------------------------------------------------------------------------------- outputs left in place
+#
+# An output stays in the executor's own memory (no copy inside the timed block, as a workload would use it): the
+# executor names its allocation with a legacy IPC handle, and the supervisor maps it and reads it after the
+# fence. A handle is hostile data: it can only name memory some process exported with cuIpcGetMemHandle, and only
+# candidates' executors ever export (trusted baseline processes deliver no outputs, the supervisor exports
+# nothing); the range read is bounds-checked against the mapping's size as the driver reports it.
+
+def export_ipc(ptr: int) -> tuple[bytes, int, int]:
+    """Executor side: (handle, offset of ``ptr`` in its allocation, allocation size) for a device pointer of the
+    current context. Raises :class:`DevShareError` for memory that cannot be exported (VMM, lent memory)."""
+    lib = _lib()
+    base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+    _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
+    h = _IpcHandle()
+    _check(lib.cuIpcGetMemHandle(ctypes.byref(h), base.value), "cuIpcGetMemHandle")
+    return bytes(ctypes.string_at(ctypes.addressof(h), IPC_HANDLE_BYTES)), ptr - base.value, int(size.value)
+
+
+class IpcImports:
+    """Supervisor side: the allocations one executor named, mapped once each and closed with the lease."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._index = device.index if device.index is not None else torch.cuda.current_device()
+        self._open: dict[bytes, tuple[int, int]] = {}
+
+    def view(self, handle: bytes, offset: int, nbytes: int) -> torch.Tensor:
+        """A uint8 view of ``[offset, offset + nbytes)`` of the allocation ``handle`` names."""
+        if not isinstance(handle, bytes) or len(handle) != IPC_HANDLE_BYTES:
+            raise DevShareError("not an IPC handle")
+        entry = self._open.pop(handle, None)
+        if entry is None:
+            entry = self._map(handle)
+        self._open[handle] = entry  # most recently used last
+        while len(self._open) > MAX_IPC_OPEN:
+            old = next(iter(self._open))
+            _lib().cuIpcCloseMemHandle(self._open.pop(old)[0])
+        ptr, size = entry
+        if offset < 0 or nbytes < 0 or offset + nbytes > size:
+            raise DevShareError(f"range [{offset}, {offset + nbytes}) outside an allocation of {size} bytes")
+        full = torch.as_tensor(_CudaArray(ptr, size, self), device=self.device)
+        return full[offset:offset + nbytes]
+
+    def _map(self, handle: bytes) -> tuple[int, int]:
+        lib = _lib()
+        _use_device(self._index)
+        h = _IpcHandle()
+        ctypes.memmove(ctypes.addressof(h), handle, IPC_HANDLE_BYTES)
+        ptr = ctypes.c_ulonglong()
+        _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle")
+        base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+        rc = lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value)
+        if rc != 0 or base.value != ptr.value:
+            lib.cuIpcCloseMemHandle(ptr.value)
+            raise DevShareError(f"the mapped allocation has no range (CUresult {rc})")
+        return ptr.value, int(size.value)
+
+    def close(self) -> None:
+        if self._open:
+            torch.cuda.synchronize(self.device)  # no copy of the supervisor's may still read a mapping
+            lib = _lib()
+            for ptr, _ in self._open.values():
+                lib.cuIpcCloseMemHandle(ptr)
+            self._open.clear()
 
 
 # -------------------------------------------------------------------------------------------- fd passing

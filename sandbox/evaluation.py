@@ -39,7 +39,7 @@ def claims_fault(done: protocol.Done) -> CandidateFault | None:
     """The executor's own claim that an output is of the wrong type, dtype, shape or count (believed: it only
     fails the candidate)."""
     for i, c in enumerate(done.claims):
-        if c is not None:
+        if isinstance(c, protocol.OutputClaim):
             cat = "wrong_shape" if c.kind in ("shape", "count") else "wrong_type"
             return CandidateFault(cat, f"output {i}: wrong {c.kind} ({c.detail})" if c.kind != "count" else c.detail)
     return None
@@ -118,7 +118,7 @@ class Evaluation:
     def compile(self, lease: Lease, source: str, deadline: Deadline) -> None:
         t0 = time.monotonic()
         lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
-                                   str(self.device), self.precision, MODEL_SEED), deadline)
+                                   str(self.device), self.precision, MODEL_SEED, deliver=lease.route), deadline)
         self._tick("compile", t0)
 
     # ---------------------------------------------------------------------------------------- correctness
@@ -181,7 +181,7 @@ class Evaluation:
                 inputs = self._trial_inputs(domain, seed)
                 same, detail = lease.inputs_unchanged(k, inputs)
                 judge(domain, seed, inputs, lease.read_outputs(k),
-                      C.Check("inputs_unchanged", same, detail=detail, category="mutation"))
+                      C.Check("inputs_unchanged", same, detail=detail, category="mutation"), lease.output_meta(k))
                 del inputs
                 self.sup.release_memory()
         finally:
@@ -190,23 +190,24 @@ class Evaluation:
     def _correctness(self, deadline: Deadline) -> list:
         per_trial, first = [], {}
 
-        def judge(domain, seed, inputs, outs, mut):
+        def judge(domain, seed, inputs, outs, mut, meta):
             if domain == "default":
-                first.update(outs=outs, mut=mut)
+                first.update(outs=outs, mut=mut, meta=meta)
             elif domain == "again":
+                meta = [{**a, "aliases_input": a["aliases_input"] or b["aliases_input"]}
+                        for a, b in zip(first.pop("meta"), meta)]
                 per_trial.insert(0, self._checks("default", inputs, self.official[1], first.pop("outs"), outs,
-                                                 _either_failed(first.pop("mut"), mut), 0))
+                                                 _either_failed(first.pop("mut"), mut), 0, meta))
             else:
                 refs = self.sup.refs.outputs(self.st, inputs, domain)
-                per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1))
+                per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1, meta))
 
         for block in self._trial_blocks():
             self._run_block(self.lease, block, deadline, judge)
         return per_trial
 
-    def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed) -> tuple[str, list]:
-        trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b,
-                      [{"type": "torch.Tensor"}] * len(outs), PATTERN_A, PATTERN_B)
+    def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed, meta) -> tuple[str, list]:
+        trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b, meta, PATTERN_A, PATTERN_B)
         cs = correctness_checks(trial, self.precision, self.problem.invariants, self.problem.tolerance, seed=seed)
         cs.append(mutation)
         return trial.domain, cs
@@ -221,12 +222,12 @@ class Evaluation:
             proc = self.sup.pool.take()
             lease = None
             try:
-                lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1))
+                lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1,
+                                                                  lend_outputs=self.device.type != "cuda"))
                 self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
 
-                def judge(domain, seed, inputs, outs, mut):
-                    v = judge_trials([Trial("default", inputs, self.official[1], outs, None,
-                                            [{"type": "torch.Tensor"}] * len(outs), PATTERN_A, PATTERN_B)],
+                def judge(domain, seed, inputs, outs, mut, meta):
+                    v = judge_trials([Trial("default", inputs, self.official[1], outs, None, meta, PATTERN_A, PATTERN_B)],
                                      self.precision, self.problem.invariants, self.problem.tolerance)
                     out["noop_correct"] = v.correct
                 self._run_block(lease, [("default", None, PATTERN_A)], Deadline("decoy", self.sup.limits["trial_s"]),
@@ -247,15 +248,25 @@ class Evaluation:
         sup, st = self.sup, self.st
         sup.release_memory()
         sup.pool.join()  # the decoy's executor has exited (a dying CUDA context must not share the GPU with timing)
-        bases = sup.baselines.leases(st, self.layout, self.official[0])
-        self._tick("baseline_setup", t_phase)
+        paused = sup.pool.pause_spares()
+        try:
+            # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
+            sup.fence.hold(self.lease.proc, 30.0)
+            bases = sup.baselines.leases(st, self.layout, self.official[0])
+            self._tick("baseline_setup", t_phase)
+            return self._timed_rounds(res, bases, paused)
+        finally:
+            sup.pool.resume_spares(paused)
+            sup.baselines.done()
+
+    def _timed_rounds(self, res: EvalResult, bases: dict, paused: list) -> dict:
+        sup, st = self.sup, self.st
         t0 = time.monotonic()
         plan: TimingPlan = sup.timing_plan
         deadline = Deadline("timing", sup.limits["timing_s"])
         cand = Series("candidate")
         series = {name: Series(name) for name in bases}
         replay: list = []
-        paused = sup.pool.pause_spares()
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
         n = len(self.layout.slots)
         t_budget = time.monotonic() + plan.budget_s
@@ -292,8 +303,7 @@ class Evaluation:
                                                       or time.monotonic() > t_budget):
                         break
         finally:
-            sup.pool.resume_spares(paused)
-        self._tick("timing", t0)
+            self._tick("timing", t0)
         best = min(series.values(), key=lambda s: s.median_ms)
         ratio, rel_ci = self._ratio(cand, series)
         floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, self.official[0], self.official[1])

@@ -39,8 +39,15 @@ class Deadline:
 
 
 class Lease:
+    """``route``: how outputs reach the supervisor (``protocol.Setup.deliver``): copied into lent places on the
+    CPU; on cuda left in the executor's memory and read there (a candidate's), or not delivered at all (a
+    trusted baseline's: nothing reads them, and no copy lengthens its calls)."""
+
     def __init__(self, proc: ExecutorProcess, device: torch.device, layout: SlotLayout, region: LentRegion | None = None):
         self.proc, self.device, self.layout = proc, device, layout
+        self.route = "copy" if device.type != "cuda" else ("none" if proc.trusted else "ipc")
+        self.last: dict[int, protocol.Done] = {}  # each slot's latest reply: where its outputs were left
+        self.imports = None  # devshare.IpcImports, once an output was left in the executor's memory
         self.owns_region = region is None
         self.region = region or LentRegion(device, layout.total_bytes, proc.memfd)
         if device.type == "cuda":
@@ -95,6 +102,7 @@ class Lease:
             if done.category is not None:
                 raise CandidateFault(done.category, f"{done.category} error in the forward", done.error)
             dones.append(done)
+            self.last[k] = done
         return dones
 
     # -- region ----------------------------------------------------------------------------------------------
@@ -104,11 +112,61 @@ class Lease:
                 self.region.write(place, x)
 
     def poison_outputs(self, k: int, byte: int) -> None:
-        for place in self.layout.slots[k].outputs:
-            self.region.fill(place, byte)
+        """Fill slot ``k``'s output places with ``byte``; on cuda, where outputs stay in the executor's memory, the
+        memory its previous outputs of this slot occupied (a caching allocator hands it out again, so an output
+        the next call leaves partly unwritten shows the poison)."""
+        last = self.last.get(k)
+        for j, place in enumerate(self.layout.slots[k].outputs):
+            if place.offset >= 0:
+                self.region.fill(place, byte)
+            elif last is not None and j < len(last.claims) and isinstance(last.claims[j], protocol.IpcOutput):
+                self._in_place(last.claims[j], place).fill_(byte)
 
     def read_outputs(self, k: int) -> list:
-        return [self.region.read(p) for p in self.layout.slots[k].outputs]
+        """Copies, in the supervisor's own memory, of slot ``k``'s outputs of its latest call (read after the
+        fence): from the lent places, or where the executor left them (bounds-checked; a bad place is its crash)."""
+        from kbenv.sandbox.lent import view_of
+        last = self.last.get(k)
+        out = []
+        for j, place in enumerate(self.layout.slots[k].outputs):
+            if place.offset >= 0:
+                out.append(self.region.read(place))
+                continue
+            claim = last.claims[j] if last is not None and j < len(last.claims) else None
+            if isinstance(claim, protocol.IpcOutput):
+                out.append(self._in_place(claim, place).clone())
+            elif isinstance(claim, protocol.LentOutput):
+                try:
+                    out.append(view_of(self.region.raw, protocol.TensorSlot(claim.offset, place.dtype, place.shape))
+                               .clone())
+                except (RuntimeError, ValueError) as e:
+                    raise CandidateFault("crash", f"output {j} was placed outside the lent region: {e}") from None
+            else:
+                raise CandidateFault("crash", f"output {j} was claimed written with no place to write it")
+        return out
+
+    def output_meta(self, k: int) -> list[dict]:
+        """What the verdict needs to know of slot ``k``'s outputs beyond their values: whether one lies in the
+        lent region (a view of an input: ``aliases_input``)."""
+        last = self.last.get(k)
+        claims = last.claims if last is not None else ()
+        return [{"type": "torch.Tensor", "aliases_input": j < len(claims) and isinstance(claims[j], protocol.LentOutput)}
+                for j in range(len(self.layout.slots[k].outputs))]
+
+    def _in_place(self, claim, place) -> torch.Tensor:
+        """A typed view of an output left in the executor's memory (``claim``: an :class:`protocol.IpcOutput`)."""
+        from kbenv.sandbox.lent import nbytes_of
+        from kbenv.sandbox.wire import DTYPES
+        dtype = DTYPES[place.dtype]
+        if claim.offset % torch.empty((), dtype=dtype).element_size():
+            raise CandidateFault("crash", "an output was placed at a misaligned offset")
+        if self.imports is None:
+            self.imports = devshare.IpcImports(self.device)
+        try:
+            raw = self.imports.view(claim.handle, claim.offset, nbytes_of(dtype, place.shape))
+        except devshare.DevShareError as e:
+            raise CandidateFault("crash", f"the executor named output memory the supervisor cannot read: {e}") from None
+        return raw.view(dtype).reshape(place.shape)
 
     def inputs_unchanged(self, k: int, inputs: list) -> tuple[bool, str]:
         """The slot's inputs compared whole with the supervisor's own copy (mutation)."""
@@ -141,7 +199,10 @@ class Lease:
         return CandidateFault(cat, reason, tail or None)
 
     def close(self) -> None:
-        """Release the region; only once the process is dead (its mappings are gone)."""
+        """Release the region and the mappings of the executor's outputs; only once the process is dead."""
+        if self.imports is not None:
+            self.imports.close()
+            self.imports = None
         if self.owns_region and self.region is not None:
             self.region.close()
         self.region = None

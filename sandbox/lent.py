@@ -53,9 +53,11 @@ class SlotLayout:
         return self.slot_bytes * len(self.slots)
 
     @classmethod
-    def build(cls, inputs: list, out_specs: list, n: int) -> "SlotLayout":
+    def build(cls, inputs: list, out_specs: list, n: int, lend_outputs: bool = True) -> "SlotLayout":
         """``inputs``: one example input set (tensors give dtype and shape; others are passed as literals);
-        ``out_specs``: ``(dtype, shape)`` of each expected output."""
+        ``out_specs``: ``(dtype, shape)`` of each expected output. ``lend_outputs`` False (cuda): outputs stay in
+        the executor's memory and are read there (``kbenv.sandbox.devshare.IpcImports``), so each output's place
+        carries only its dtype and shape, with a negative offset that names it and lies in no region."""
         places, off = [], 0
         for x in inputs:
             if isinstance(x, torch.Tensor):
@@ -66,13 +68,18 @@ class SlotLayout:
         outs = []
         for dtype, shape in out_specs:
             outs.append((off, DTYPE_NAMES[dtype], tuple(shape)))
-            off = _align(off + nbytes_of(dtype, shape))
+            if lend_outputs:
+                off = _align(off + nbytes_of(dtype, shape))
         slot_bytes = max(_align(off), ALIGN)
         slots = []
         for k in range(n):
             base = k * slot_bytes
             ins = tuple(TensorSlot(base + p[1], p[2], p[3]) if p[0] == "t" else p[1] for p in places)
-            slots.append(Slot(ins, tuple(TensorSlot(base + o, d, s) for o, d, s in outs)))
+            if lend_outputs:
+                os_ = tuple(TensorSlot(base + o, d, s) for o, d, s in outs)
+            else:
+                os_ = tuple(TensorSlot(-1 - k * len(outs) - j, d, s) for j, (_, d, s) in enumerate(outs))
+            slots.append(Slot(ins, os_))
         return cls(tuple(slots), slot_bytes)
 
 

@@ -64,12 +64,12 @@ MIN_SLOTS = 2
 MAX_SLOTS = 32
 LEND_BYTES = 1 << 30  # cuda: the least lent per executor (the supervisor evicts the L2 before each block)
 MAX_LEND_BYTES = 8 << 30  # cuda: the most lent per executor
-LEND_SHARE = 16  # cuda: an executor is lent up to 1/16 of the device budget, between the two above
+LEND_SHARE = 32  # cuda: an executor is lent up to 1/32 of the device budget, between the two above
 
 
 def lend_bytes(device_budget_bytes: int | None) -> int:
-    """What one executor (and, once more, the baselines) is lent on cuda: 1/16 of the device budget, at least
-    ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (8 GiB on an H200, 1.5 GiB under a 24 GB cap)."""
+    """What one executor's slots take on cuda (its inputs lent, its outputs kept): 1/32 of the device budget, at
+    least ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (4.4 GiB on an H200, 1 GiB under a 24 GB cap)."""
     if device_budget_bytes is None:
         return LEND_BYTES
     return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // LEND_SHARE))
@@ -469,6 +469,9 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     fp = footprint(problem, size, precision, overrides)
     if host_budget is None:
         host_budget = host_budget_bytes() if cuda else device_budget_bytes
+    # A slot is a call's inputs and outputs: lent together on the CPU; on cuda the inputs are lent and the outputs
+    # stay in the executor's memory until the slot's next call. Counted as before either way (for the baselines'
+    # region too, whose slots hold inputs only: an upper bound).
     slot = fp.slot_bytes
     n_slots = slot_count(slot, device_type, device_budget_bytes)
     lent = n_slots * slot

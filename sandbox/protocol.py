@@ -50,6 +50,7 @@ class Setup:
     precision: str
     model_seed: int
     compile: bool = False  # trusted baseline processes only: wrap the model in torch.compile
+    deliver: str = "copy"  # outputs: "copy" into the lent places, "ipc" left in place and named, "none" (baselines)
 
     def to_wire(self) -> dict:
         return {"type": "setup", **dataclasses.asdict(self)}
@@ -87,8 +88,27 @@ class OutputClaim:
 
 
 @dataclasses.dataclass(frozen=True)
+class IpcOutput:
+    """Where an output was left in the executor's own memory (``deliver="ipc"``): an allocation's IPC handle and
+    the output's byte offset in it. Hostile data like any claim: the supervisor maps the allocation itself,
+    checks the range against the driver's size of it, and judges what it reads there after the fence."""
+
+    handle: bytes
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LentOutput:
+    """An output that lies in the lent region itself (a view of an input, say) at this byte offset."""
+
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Done:
-    """A call's reply: per output, None (written) or an :class:`OutputClaim`; or the error the call raised."""
+    """A call's reply: per output, None (written into its lent place), an :class:`IpcOutput` (left in place), a
+    :class:`LentOutput` (lying in the lent region) or an :class:`OutputClaim` (not written: fails the
+    candidate); or the error the call raised."""
 
     claims: tuple
     category: str | None = None
@@ -125,6 +145,11 @@ def parse_done(frame: dict, n_outputs: int) -> Done:
             out.append(None)
         elif isinstance(c, list) and len(c) == 2 and c[0] in ("type", "dtype", "shape", "count"):
             out.append(OutputClaim(c[0], _text(c[1], 200)))
+        elif (isinstance(c, list) and len(c) == 3 and c[0] == "ipc" and isinstance(c[1], bytes) and len(c[1]) == 64
+              and type(c[2]) is int and 0 <= c[2] < 1 << 50):
+            out.append(IpcOutput(c[1], c[2]))
+        elif isinstance(c, list) and len(c) == 2 and c[0] == "lent" and type(c[1]) is int and 0 <= c[1] < 1 << 50:
+            out.append(LentOutput(c[1]))
         else:
             raise ProtocolViolation("a claim in the done frame is malformed")
     return Done(tuple(out))

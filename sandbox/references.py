@@ -53,6 +53,11 @@ class ProblemState:
     out_specs: list | None = None  # (dtype, shape) of each output
 
 
+def _model_bytes(st: ProblemState) -> int:
+    mods = [st.model] if st.native is st.model else [st.model, st.native]
+    return sum(nbytes(t) for m in mods for t in list(m.parameters()) + list(m.buffers()))
+
+
 class References:
     """Per-(problem, size, precision) reference state with an LRU byte budget for cached pairs."""
 
@@ -123,6 +128,20 @@ class References:
                 break
             _, (inp, outs) = victim.refs.popitem(last=False)
             self._bytes -= sum(nbytes(x) for x in list(inp) + outs)
+
+    def fit(self, budget_bytes: int, keep: tuple) -> None:
+        """Hold at most ``budget_bytes`` beyond the current problem's own model (the memory plan's reference cache
+        for this evaluation): other problems' reference models go first (least recently used), then cached pairs."""
+        self.budget = int(budget_bytes)
+        others = [k for k in self._states if k != keep]
+        held = self._bytes + sum(_model_bytes(self._states[k]) for k in others)
+        for k in others:
+            if held <= self.budget:
+                break
+            st = self._states.pop(k)
+            held -= _model_bytes(st) + sum(nbytes(x) for inp, outs in st.refs.values() for x in list(inp) + outs)
+            self._bytes -= sum(nbytes(x) for inp, outs in st.refs.values() for x in list(inp) + outs)
+        self._evict()
 
     def drop_cached(self) -> None:
         """Free every cached pair (the supervisor needs the memory for a check)."""

@@ -153,6 +153,7 @@ class Supervisor:
             raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {sorted(DEFAULT_LIMITS)}")
         self.limits = {**DEFAULT_LIMITS, **{k: float(v) for k, v in (limits or {}).items()}}
         self.timing_plan = TimingPlan.for_device(self.device, **(timing or {}))
+        self._plan_cache = reference_budget_bytes is None  # else the caller's budget, as given
         self.refs = References(self.device, reference_budget_bytes or ((16 << 30) if cuda else (1 << 30)))
         self.memory_limit = memory_limit_bytes or (16 << 30)
         self.host_memory_cap = True if host_memory_cap is None else bool(host_memory_cap)
@@ -162,6 +163,8 @@ class Supervisor:
         self.fence = make_fence(self.device)
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.baselines = BaselineExecutors(self, kinds)
+        if cuda:
+            self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both
         # started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s on the H200 machine).
@@ -170,11 +173,34 @@ class Supervisor:
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:
-        """Evaluate one candidate; see :class:`EvalRequest` and :class:`EvalResult` for the contract."""
+        """Evaluate one candidate; see :class:`EvalRequest` and :class:`EvalResult` for the contract.
+
+        Raises:
+            MemoryPlanError: (a ``ValueError``) the evaluation cannot fit this device's memory, or the memory cap;
+                checked before anything allocates, with one line naming the size that fits.
+        """
+        self._fit_memory_plan(req)
         try:
             return Evaluation(self, req).run()
         except SpawnError as e:
             raise HarnessError(str(e)) from e
+
+    def _fit_memory_plan(self, req: EvalRequest) -> None:
+        """The memory plan of this evaluation (``kbenv.sandbox.memplan``): refused before anything allocates when
+        it does not fit; otherwise the reference cache is held to the plan's share (unless set explicitly)."""
+        from kbenv.problems import get_problem
+        from kbenv.sandbox import memplan
+        prob = get_problem(req.problem)
+        precision = req.precision or prob.precision_default
+        if precision not in prob.precision_allowed:
+            return  # the evaluation refuses it, naming the allowed ones
+        from kbenv.problems import ProblemError
+        try:
+            plan = memplan.preflight(prob, req.size, precision, self.device, spares=self.pool.n)
+        except ProblemError as e:  # the problem's own code fails on the meta device: the harness's fault
+            raise HarnessError(f"{prob.id}: the reference raised while its memory plan was made: {e}") from e
+        if self._plan_cache:
+            self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
 
     def warm(self, problem, size: str, precision: str) -> None:
         """Build a problem's reference ahead of its first candidate."""
@@ -194,9 +220,11 @@ class Supervisor:
     def layout_for(self, st, example_inputs: list) -> SlotLayout:
         """Slots for one evaluation, counted by the memory plan's rule (``memplan.slot_count``)."""
         from kbenv.sandbox.memplan import device_budget_bytes, slot_count
-        one = SlotLayout.build(example_inputs, st.out_specs, 1).slot_bytes
-        budget = device_budget_bytes(self.device) if self.device.type == "cuda" else None
-        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type, budget))
+        cuda = self.device.type == "cuda"  # cuda: outputs stay in the executor's memory, read there (not lent)
+        one = SlotLayout.build(example_inputs, st.out_specs, 1).slot_bytes  # inputs and outputs: the plan's count
+        budget = device_budget_bytes(self.device) if cuda else None
+        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type, budget),
+                                lend_outputs=not cuda)
 
     def _peaks(self) -> dict:
         if self.device.type != "cuda":

@@ -84,3 +84,38 @@ def test_devshare_buffer_is_zeroed_and_bounds_checked():
             buf.bytes_view(buf.size - 8, 16)
     finally:
         buf.close()
+
+
+def test_outputs_left_in_the_executors_memory_are_judged_there(cache_dir):
+    """On cuda an output stays where the candidate's kernel wrote it (no copy inside a timed call): the supervisor
+    maps that allocation after the fence. An honest kernel passes and is timed; one that leaves part of a fresh
+    output unwritten, one that hands back the same tensor for every call, and one that names an allocation it
+    does not own (a forged handle) all fail as the candidate's, and the next evaluation works."""
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cuda", cache_dir=cache_dir)
+    half = GOOD_19.replace("k[(triton.cdiv(n, 1024),)](x, y, n,", "k[(triton.cdiv(n // 2, 1024),)](x, y, n // 2,")
+    stale = GOOD_19.replace("            y = torch.empty_like(x)\n",
+                            "            if getattr(self, 'y', None) is not None:\n                return self.y\n"
+                            "            y = self.y = torch.empty_like(x)\n")
+    forged = GOOD_19.replace("class ModelNew(nn.Module):", textwrap.dedent('''
+        import sys
+        _ex = sys.modules["__main__"]
+        _real = _ex.Executor._store
+        def _forged(self, o, place):
+            c = _real(self, o, place)
+            if isinstance(c, list) and c and c[0] == "ipc":
+                c[1] = bytes(64)  # a handle naming nothing this executor exported
+            return c
+        _ex.Executor._store = _forged
+        class ModelNew(nn.Module):'''))
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
+        assert r.verdict == "pass" and r.speedup and r.speedup > 0, (r.category, r.reason, r.error)
+        for src, cats in ((half, {"unwritten", "inaccurate"}), (stale, {"replay", "inaccurate", "unwritten"}),
+                          (forged, {"crash"})):
+            bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size="full", measure_time=src is stale))
+            assert bad.verdict == "fail" and bad.category in cats, (bad.category, bad.reason, bad.error)
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full",
+                                        measure_time=False)).verdict == "pass"
+    finally:
+        sup.close()

@@ -133,3 +133,36 @@ def test_a_baseline_that_fails_while_timed_is_a_harness_error_not_the_candidates
         assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
     finally:
         sup.close()
+
+
+def test_evaluate_refuses_a_plan_that_does_not_fit_before_anything_allocates(supervisor, monkeypatch):
+    """The memory plan is checked in ``evaluate`` itself (not only by the CLI): a typed ValueError naming the
+    budget, raised before an executor is taken; the next evaluation that fits works."""
+    from kbenv.sandbox.memplan import MemoryPlanError
+    monkeypatch.setenv("KBENV_HOST_MEMORY_CAP", "64M")
+    spares = [p.proc.pid for p in supervisor.pool.spares]
+    with pytest.raises(MemoryPlanError, match="64"):
+        supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+    assert [p.proc.pid for p in supervisor.pool.spares] == spares  # no executor was taken
+    monkeypatch.delenv("KBENV_HOST_MEMORY_CAP")
+    assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False)).verdict == "pass"
+
+
+def test_reference_cache_is_held_to_the_plans_share():
+    """Other problems' reference models go first, then cached pairs, until the plan's share holds."""
+    import torch
+
+    from kbenv.problems import get_problem
+    from kbenv.sandbox.references import References, _model_bytes
+    refs = References(torch.device("cpu"), 1 << 40)
+    a = refs.state(get_problem("kernelbench/level1/40"), "small", "fp32")  # LayerNorm: it has weights
+    b = refs.state(get_problem(PID), "small", "fp32")
+    refs.pair(b, 1, "default")
+    refs.pair(b, 2, "default")
+    keep = (PID, "small", "fp32")
+    pair_bytes = refs._bytes
+    assert _model_bytes(a) > 0 and pair_bytes > 0
+    refs.fit(pair_bytes, keep)  # room for the pairs only: the other problem's model is dropped
+    assert ("kernelbench/level1/40", "small", "fp32") not in refs._states and refs._bytes == pair_bytes
+    refs.fit(pair_bytes // 2, keep)  # half: the oldest pair goes
+    assert refs._bytes <= pair_bytes // 2 and list(b.refs) == [(2, "default")]

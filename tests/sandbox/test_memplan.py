@@ -355,9 +355,9 @@ def test_a_processs_cuda_context_fits_the_plans_figure_for_it():
 
 def test_lend_budget_scales_with_the_device_between_its_bounds():
     assert M.lend_bytes(None) == M.LEND_BYTES
-    assert M.lend_bytes(141 * GiB) == M.MAX_LEND_BYTES  # an H200: 8 GiB per executor
-    assert M.lend_bytes(24 * GiB) == 24 * GiB // 16  # a 24 GB card: 1.5 GiB
-    assert M.lend_bytes(8 * GiB) == M.LEND_BYTES  # never below 1 GiB
+    assert M.lend_bytes(139 * GiB) == 139 * GiB // 32  # an H200: 4.3 GiB per executor
+    assert M.lend_bytes(1000 * GiB) == M.MAX_LEND_BYTES
+    assert M.lend_bytes(24 * GiB) == M.LEND_BYTES  # never below 1 GiB
     slot = 256 << 20
-    assert M.slot_count(slot, "cuda", 141 * GiB) == 32 and M.slot_count(slot, "cuda", 24 * GiB) == 6
+    assert M.slot_count(slot, "cuda", 139 * GiB) == 17 and M.slot_count(slot, "cuda", 24 * GiB) == 4
     assert M.slot_count(slot, "cpu", 141 * GiB) == M.MIN_SLOTS

@@ -46,6 +46,13 @@ def test_executor_frames_carry_no_secret_and_every_call_is_one_of_the_slot_frame
     {"type": "done", "claims": [None] * 10_000},
     {"type": "reply", "claims": [None]},
     {"type": "done"},
+    {"type": "done", "claims": [["ipc", b"short", 0]]},
+    {"type": "done", "claims": [["ipc", "x" * 64, 0]]},
+    {"type": "done", "claims": [["ipc", b"h" * 64, -8]]},
+    {"type": "done", "claims": [["ipc", b"h" * 64, 1 << 60]]},
+    {"type": "done", "claims": [["ipc", b"h" * 64, 0.5]]},
+    {"type": "done", "claims": [["lent", -256]]},
+    {"type": "done", "claims": [["lent", True]]},
 ])
 def test_forged_done_frames_are_protocol_violations(frame):
     with pytest.raises(protocol.ProtocolViolation):
@@ -58,6 +65,55 @@ def test_an_executor_that_claims_a_harness_fault_gets_a_runtime_failure_not_a_ha
     reply = protocol.parse_setup_reply({"type": "reply", "error": "x", "category": "harness", "where": 7})
     assert reply.category == "runtime" and reply.where == ""
     assert protocol.parse_done({"type": "done", "claims": [None]}, 1).claims == (None,)
+
+
+def test_outputs_left_in_place_are_named_and_bounded_claims():
+    """On cuda an output stays in the executor's memory: the reply names an allocation (an IPC handle) and an
+    offset, or an offset in the lent region; these are the only forms accepted."""
+    done = protocol.parse_done({"type": "done", "claims": [["ipc", b"h" * 64, 4096], ["lent", 512]]}, 2)
+    assert done.claims == (protocol.IpcOutput(b"h" * 64, 4096), protocol.LentOutput(512))
+
+
+def test_layout_without_lent_outputs_names_each_output_and_lends_inputs_only():
+    import torch
+
+    from kbenv.sandbox.lent import SlotLayout
+    x = torch.zeros(1000)
+    lent = SlotLayout.build([x, 3], [(torch.float32, (1000,)), (torch.int64, (2,))], 4)
+    kept = SlotLayout.build([x, 3], [(torch.float32, (1000,)), (torch.int64, (2,))], 4, lend_outputs=False)
+    assert kept.slot_bytes < lent.slot_bytes and kept.slot_bytes >= 4000
+    offs = [o.offset for s in kept.slots for o in s.outputs]
+    assert all(o < 0 for o in offs) and len(set(offs)) == len(offs)  # in no region, one name per output
+    assert [s.inputs[1] for s in kept.slots] == [3] * 4
+
+
+def test_an_output_claimed_written_without_a_place_is_the_candidates_crash():
+    """A reply that says "written" for an output that has no lent place (cuda) cannot be read: the candidate's
+    crash, never the harness's; a lent-region offset outside the region likewise."""
+    import os
+
+    import torch
+
+    from kbenv.sandbox.executors import CandidateFault, Lease
+    from kbenv.sandbox.lent import SlotLayout
+
+    class Proc:
+        trusted = False
+        memfd = os.memfd_create("t")
+    layout = SlotLayout.build([torch.zeros(8)], [(torch.float32, (8,))], 2, lend_outputs=False)
+    lease = Lease(Proc(), torch.device("cpu"), layout)
+    try:
+        lease.last[0] = protocol.Done((None,))
+        with pytest.raises(CandidateFault, match="no place"):
+            lease.read_outputs(0)
+        lease.last[0] = protocol.Done((protocol.LentOutput(1 << 20),))
+        with pytest.raises(CandidateFault, match="outside the lent region"):
+            lease.read_outputs(0)
+        lease.last[0] = protocol.Done((protocol.LentOutput(0),))
+        assert lease.read_outputs(0)[0].shape == (8,)  # an output lying on the inputs: read from there
+    finally:
+        lease.close()
+        os.close(Proc.memfd)
 
 
 def test_noop_rewrite_empties_triton_and_cuda_kernel_bodies():

@@ -8,56 +8,61 @@ so seeded construction and state_dict match); only its tensors are read, the tor
 
 Strategy: each sample is a row of N = prod(normalized_shape) elements (4M at full size, only 16
 rows), so one program per row would leave the GPU idle. The row is split into chunks:
-  1. _ln_stats: grid (rows * chunks); each program reduces its CHUNK elements to a shifted sum
-     and shifted sum of squares (shift K = the row's first element, which keeps
-     E[(x-K)^2] - E[x-K]^2 well conditioned when |mean| >> std), written to two partial buffers.
-  2. _ln_apply: same grid; each program re-reduces its row's partials (fixed order, so identical in
-     every program), gets mean and rstd = 1/sqrt(var + eps), and writes
+  1. _ln_stats: grid (rows * chunks); each program computes its chunk's mean (first pass), then the
+     sum of squared deviations from that mean (second pass, mostly from L2): a centered figure, so no
+     large offset or outlier in the row cancels it (a one-pass E[x^2] - E[x]^2, even shifted by one
+     element, loses the variance when that element is an outlier of the row).
+  2. _ln_apply: same grid; each program merges its row's chunk statistics (Chan et al.: fixed order,
+     so identical in every program) into mean and rstd = 1/sqrt(var + eps), and writes
      (x - mean) * rstd * w + b for its chunk in the input dtype.
-fp32 statistics, 64-bit offsets. Traffic: 2 reads + 1 write per element plus weight/bias.
+fp32 statistics, 64-bit offsets. Traffic: 2-3 reads + 1 write per element plus weight/bias.
 """
 
 
 @triton.jit
-def _ln_stats(x_ptr, s1_ptr, s2_ptr, N, CHUNK, n_chunks, BLOCK: tl.constexpr):
+def _ln_stats(x_ptr, m_ptr, q_ptr, N, CHUNK, n_chunks, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     row = (pid // n_chunks).to(tl.int64)
     ch = pid % n_chunks
     x_row = x_ptr + row * N
-    shift = tl.load(x_row).to(tl.float32)
     ar = tl.arange(0, BLOCK)
     start0 = ch.to(tl.int64) * CHUNK
-    acc1 = tl.zeros([BLOCK], tl.float32)
+    count = tl.minimum(CHUNK, N - start0).to(tl.float32)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for off in range(0, CHUNK, BLOCK):
+        offs = start0 + off + ar
+        mask = (offs < N) & (off + ar < CHUNK)
+        acc += tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=0) / count
     acc2 = tl.zeros([BLOCK], tl.float32)
     for off in range(0, CHUNK, BLOCK):
         offs = start0 + off + ar
         mask = (offs < N) & (off + ar < CHUNK)
         x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
-        d = tl.where(mask, x - shift, 0.0)
-        acc1 += d
+        d = tl.where(mask, x - mean, 0.0)
         acc2 += d * d
-    tl.store(s1_ptr + pid, tl.sum(acc1, axis=0))
-    tl.store(s2_ptr + pid, tl.sum(acc2, axis=0))
+    tl.store(m_ptr + pid, mean)
+    tl.store(q_ptr + pid, tl.sum(acc2, axis=0))
 
 
 @triton.jit
-def _ln_apply(x_ptr, w_ptr, b_ptr, y_ptr, s1_ptr, s2_ptr, N, CHUNK, n_chunks, eps,
+def _ln_apply(x_ptr, w_ptr, b_ptr, y_ptr, m_ptr, q_ptr, N, CHUNK, n_chunks, eps,
               BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     row = pid // n_chunks
     ch = pid % n_chunks
     p = tl.arange(0, P_BLOCK)
     pm = p < n_chunks
-    s1 = tl.sum(tl.load(s1_ptr + row * n_chunks + p, mask=pm, other=0.0), axis=0)
-    s2 = tl.sum(tl.load(s2_ptr + row * n_chunks + p, mask=pm, other=0.0), axis=0)
+    cm = tl.load(m_ptr + row * n_chunks + p, mask=pm, other=0.0)
+    cq = tl.load(q_ptr + row * n_chunks + p, mask=pm, other=0.0)
+    cnt = tl.where(pm, tl.minimum(CHUNK, N - p.to(tl.int64) * CHUNK).to(tl.float32), 0.0)
+    mean = tl.sum(cnt * cm, axis=0) / N
+    dm = tl.where(pm, cm - mean, 0.0)
+    var = (tl.sum(cq, axis=0) + tl.sum(cnt * dm * dm, axis=0)) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * N
     y_row = y_ptr + row64 * N
-    shift = tl.load(x_row).to(tl.float32)
-    m1 = s1 / N
-    var = tl.maximum(s2 / N - m1 * m1, 0.0)
-    mean = shift + m1
-    rstd = 1.0 / tl.sqrt(var + eps)
     ar = tl.arange(0, BLOCK)
     start0 = ch.to(tl.int64) * CHUNK
     for off in range(0, CHUNK, BLOCK):
@@ -96,9 +101,9 @@ class ModelNew(nn.Module):
         CHUNK = max(BLOCK, min(CHUNK, 16 * BLOCK))
         n_chunks = triton.cdiv(N, CHUNK)
         grid = (rows * n_chunks,)
-        s1 = torch.empty(rows * n_chunks, device=dev, dtype=torch.float32)
-        s2 = torch.empty(rows * n_chunks, device=dev, dtype=torch.float32)
-        _ln_stats[grid](x, s1, s2, N, CHUNK, n_chunks, BLOCK=BLOCK, num_warps=8)
-        _ln_apply[grid](x, w, b, y, s1, s2, N, CHUNK, n_chunks, float(self.ln.eps),
+        cmean = torch.empty(rows * n_chunks, device=dev, dtype=torch.float32)
+        cm2 = torch.empty(rows * n_chunks, device=dev, dtype=torch.float32)
+        _ln_stats[grid](x, cmean, cm2, N, CHUNK, n_chunks, BLOCK=BLOCK, num_warps=8)
+        _ln_apply[grid](x, w, b, y, cmean, cm2, N, CHUNK, n_chunks, float(self.ln.eps),
                         BLOCK=BLOCK, P_BLOCK=triton.next_power_of_2(n_chunks), num_warps=8)
         return y
