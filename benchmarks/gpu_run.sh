@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
 #   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted prefetch suite rollout rollout-bad audit profile
-#                                         subset medium caps redteam
+#                                         subset medium caps redteam refacc
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
 # The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
@@ -73,6 +73,9 @@ for stage in "$@"; do
     redteam) # issue 12 (and 16 under REDTEAM_CAP): the known-bad suite through the CLI, as a deployment runs it
              KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
                --size ${REDTEAM_SIZE:-full} --no-progress > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}.log" 2>&1 ;;
+    refacc) # the fp32 reference and the known-good kernels against float64 truth, per input domain
+            timeout ${REFACC_LIMIT:-120} python3 "$R/benchmarks/reference_accuracy.py" \
+              --problems "${REFACC_PROBLEMS:-kernelbench/level1/40}" > "$OUT/refacc.log" 2>&1 ;;
     profile) timeout 300 python3 "$R/benchmarks/profile_workloads.py" --out-dir "$OUT/profiles" --allow-unclassified \
                > "$OUT/profile.log" 2>&1 ;;
   esac

@@ -59,7 +59,10 @@ class BaselineExecutors:
         return self.sup.device.type == "cuda"
 
     def _spawn(self) -> process.ExecutorProcess:
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor")}
+        # trusted processes share torch.compile's and Triton's caches on disk (no candidate ever reads or writes
+        # them): a fresh baseline process then loads its kernels instead of compiling them again
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor"),
+               "TRITON_CACHE_DIR": str(Path(self.sup.cache_dir) / "triton")}
         if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
             env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
         return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
@@ -96,8 +99,9 @@ class BaselineExecutors:
                 for k in range(len(layout.slots)):  # warm-up (torch.compile compiles here), untimed
                     lease.write_inputs(k, example_inputs)
                 lease.call_block(list(range(len(layout.slots))), Deadline("baseline warm-up", 900))
-            from kbenv.sandbox.timing import fence_overhead
-            self.overhead_s = fence_overhead(next(iter(self._leases.values())), self.sup.fence)
+            if self.sup.device.type == "cuda":  # the CPU's blocks are not calibrated (no speed credit there)
+                from kbenv.sandbox.timing import fence_overhead
+                self.overhead_s = fence_overhead(next(iter(self._leases.values())), self.sup.fence)
         except CandidateFault as f:
             self.close()
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None

@@ -143,6 +143,11 @@ class References:
             self._bytes -= sum(nbytes(x) for inp, outs in st.refs.values() for x in list(inp) + outs)
         self._evict()
 
+    def clear(self) -> None:
+        """Drop every reference model and cached pair (the supervisor is closing)."""
+        self.drop_cached()
+        self._states.clear()
+
     def drop_cached(self) -> None:
         """Free every cached pair (the supervisor needs the memory for a check)."""
         for st in self._states.values():

@@ -214,6 +214,8 @@ class Supervisor:
     def close(self) -> None:
         self.pool.close()
         self.baselines.close()
+        self.refs.clear()
+        self.release_memory()  # a closed supervisor leaves no device memory behind in this process
         shutil.rmtree(self.root, ignore_errors=True)
 
     # ------------------------------------------------------------------------------------ what phases ask

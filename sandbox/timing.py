@@ -78,8 +78,8 @@ def time_block(lease, fence, deadline, hold_timeout_s: float, overhead_s: float 
     """One call per slot on the supervisor's clock, all sent at once, ended by the fence's completion (on cuda
     the driver lock of the executor's CUDA processes, found before the block); the executor is then held, and
     a CUDA process that appeared during the block is locked too. Seconds per call, after removing
-    ``overhead_s``: the fence's own fixed cost per block, measured on a trusted executor
-    (:func:`fence_overhead`), never on the candidate's."""
+    ``overhead_s`` (at most half the block): the fence's own fixed cost per block, measured on a trusted
+    executor (:func:`fence_overhead`), never on the candidate's."""
     n = len(lease.layout.slots)
     pids = fence.prepare(lease.proc)
     t0 = time.perf_counter()
@@ -87,7 +87,7 @@ def time_block(lease, fence, deadline, hold_timeout_s: float, overhead_s: float 
     fence.complete(lease.proc, pids, hold_timeout_s)
     t1 = time.perf_counter()
     fence.hold(lease.proc, hold_timeout_s)
-    return max(t1 - t0 - overhead_s, 0.0) / n
+    return (t1 - t0 - min(overhead_s, (t1 - t0) / 2)) / n  # never more than half a block: a tiny block stays timed
 
 
 def fence_overhead(lease, fence, repeats: int = 7) -> float:
