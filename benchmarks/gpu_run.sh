@@ -30,11 +30,12 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout 150 python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) timeout ${TESTS_LIMIT:-150} python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+             ${TESTS_K:+-k "$TESTS_K"} \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
-             --out "$OUT/trusted.json" > "$OUT/trusted.log" 2>&1 ;;
+             --out "$OUT/trusted.json" ${TRUSTED_ARGS:-} > "$OUT/trusted.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
               { timeout 90 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;

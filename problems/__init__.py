@@ -249,9 +249,11 @@ def structure(x: torch.Tensor, gen: torch.Generator, offsets: bool = False, log:
         n_max = max(x.shape[d] for d in axes)
         count = max(1, min(x.numel() // 8, _SPIKES_PER_FIBER * x.numel() // n_max))
         flat = x.view(-1)
-        idx = torch.randint(0, x.numel(), (count,), generator=gen, device=dev)
+        # distinct positions: an indexed write with repeated indices is nondeterministic on CUDA, and the
+        # supervisor draws the same inputs twice (to lend them, then to judge them)
+        idx = torch.unique(torch.randint(0, x.numel(), (count,), generator=gen, device=dev))
         spike = (n_max * mean_bulk / _SPIKES_PER_FIBER) * torch.pow(
-            10.0, torch.rand(count, generator=gen, device=dev) - 0.5)
+            10.0, torch.rand(idx.numel(), generator=gen, device=dev) - 0.5)
         if log:
             flat[idx] = flat[idx] + spike.log().to(x.dtype)
         else:
@@ -280,8 +282,8 @@ def sparsify(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     k = min(_SPARSE_CARRIERS, max(x.numel() // 8, 1))
     flat = x.view(-1)
     idx = torch.randperm(x.numel(), generator=gen, device=x.device)[:k] if x.numel() <= (1 << 24) else \
-        torch.randint(0, x.numel(), (k,), generator=gen, device=x.device)
-    f = (x.numel() / k) * torch.pow(10.0, torch.rand(k, generator=gen, device=x.device))
+        torch.unique(torch.randint(0, x.numel(), (k,), generator=gen, device=x.device))  # distinct: deterministic
+    f = (x.numel() / k) * torch.pow(10.0, torch.rand(idx.numel(), generator=gen, device=x.device))
     flat[idx] = flat[idx] * f.to(x.dtype)
     return x
 

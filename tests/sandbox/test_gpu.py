@@ -111,11 +111,29 @@ def test_outputs_left_in_the_executors_memory_are_judged_there(cache_dir):
     try:
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
         assert r.verdict == "pass" and r.speedup and r.speedup > 0, (r.category, r.reason, r.error)
-        for src, cats in ((half, {"unwritten", "inaccurate"}), (stale, {"replay", "inaccurate", "unwritten"}),
-                          (forged, {"crash"})):
+        got = {}
+        for name, src, cats in (("half", half, {"unwritten", "inaccurate"}),
+                                ("stale", stale, {"replay", "inaccurate", "unwritten"}), ("forged", forged, {"crash"})):
             bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size="full", measure_time=src is stale))
-            assert bad.verdict == "fail" and bad.category in cats, (bad.category, bad.reason, bad.error)
+            got[name] = (bad.verdict, bad.category, bad.reason[:300], bad.facts.get("slots"), cats)
+        assert all(v == "fail" and c in cats for v, c, _, _, cats in got.values()), got
         assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full",
                                         measure_time=False)).verdict == "pass"
     finally:
         sup.close()
+
+
+def test_structured_inputs_are_drawn_the_same_twice_on_cuda():
+    """The supervisor draws a trial's inputs twice (to lend them, then to judge them): every domain's draw must be
+    bitwise the same on cuda (an indexed write with repeated positions is not deterministic there)."""
+    import torch
+
+    from kbenv.problems import get_problem, make_inputs
+    for pid in ("kernelbench/level1/40", "kernelbench/level1/94"):
+        p = get_problem(pid)
+        ns = p.namespace("full")
+        for dom in p.domains:
+            a = make_inputs(ns, 7, dom, "cuda", torch.float32, p.broad_inputs)
+            b = make_inputs(ns, 7, dom, "cuda", torch.float32, p.broad_inputs)
+            assert all(torch.equal(x, y) for x, y in zip(a, b) if isinstance(x, torch.Tensor)), (pid, dom)
+            del a, b
