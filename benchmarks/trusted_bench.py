@@ -86,10 +86,6 @@ def main() -> None:
             print(f"== {pid}: speedup mean {m:.4f} CV {100 * summary['cv']:.2f}% range {min(sp):.4f}-{max(sp):.4f}; "
                   f"wall median {summary['median_wall_s']:.2f} s", flush=True)
         report["problems"][pid] = summary
-        for kind, lease in sup.baselines._leases.items():  # the trusted baselines' own logs (TORCH_LOGS, when set)
-            tail = lease.proc.log_tail(2500)
-            if tail.strip():
-                print(f"-- {pid} {kind} baseline log tail:\n{tail}", flush=True)
         Path(args.out).write_text(json.dumps(report, indent=1))
     sup.close()
 

@@ -138,7 +138,9 @@ class Evaluation:
         for the official pair, poison pattern)."""
         sec, pid, size, n = self.sup.secret, self.problem.id, self.req.size, len(self.layout.slots)
         trials = [("default", None, PATTERN_A)]
-        trials += [(d, sec.seed(pid, size, "domain", d), PATTERN_A) for d in self.problem.domains[1:]]
+        # broader-domain draws are new in every evaluation (as the fresh trial is): an output allocation can hold
+        # what a process of an earlier evaluation left for the same inputs, and only the official set repeats
+        trials += [(d, sec.seed(pid, size, "domain", d, self.eval_id), PATTERN_A) for d in self.problem.domains[1:]]
         trials.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id), PATTERN_A))
         blocks = [trials[i:i + n] for i in range(0, len(trials), n)]
         again = ("again", None, PATTERN_B)

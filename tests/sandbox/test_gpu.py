@@ -94,9 +94,9 @@ def test_outputs_left_in_the_executors_memory_are_judged_there(cache_dir):
     from kbenv.sandbox.supervisor import Supervisor
     sup = Supervisor(device="cuda", cache_dir=cache_dir)
     half = GOOD_19.replace("k[(triton.cdiv(n, 1024),)](x, y, n,", "k[(triton.cdiv(n // 2, 1024),)](x, y, n // 2,")
-    stale = GOOD_19.replace("            y = torch.empty_like(x)\n",
-                            "            if getattr(self, 'y', None) is not None:\n                return self.y\n"
-                            "            y = self.y = torch.empty_like(x)\n")
+    stale = GOOD_19.replace("        y = torch.empty_like(x)\n",
+                            "        if getattr(self, 'y', None) is not None:\n            return self.y\n"
+                            "        y = self.y = torch.empty_like(x)\n")
     forged = GOOD_19.replace("class ModelNew(nn.Module):", textwrap.dedent('''
         import sys
         _ex = sys.modules["__main__"]
@@ -108,15 +108,18 @@ def test_outputs_left_in_the_executors_memory_are_judged_there(cache_dir):
             return c
         _ex.Executor._store = _forged
         class ModelNew(nn.Module):'''))
+    assert GOOD_19 not in (half, stale, forged)  # each rewrite took
     try:
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
         assert r.verdict == "pass" and r.speedup and r.speedup > 0, (r.category, r.reason, r.error)
         got = {}
-        for name, src, cats in (("half", half, {"unwritten", "inaccurate"}),
-                                ("stale", stale, {"replay", "inaccurate", "unwritten"}), ("forged", forged, {"crash"})):
-            bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size="full", measure_time=src is stale))
-            got[name] = (bad.verdict, bad.category, bad.reason[:300], bad.facts.get("slots"), cats)
-        assert all(v == "fail" and c in cats for v, c, _, _, cats in got.values()), got
+        for name, src, cats in (("half", half, {"unwritten", "inaccurate", "replay"}),
+                                ("stale", stale, {"replay", "inaccurate", "unwritten", "distribution", "nondeterministic"}),
+                                ("forged", forged, {"crash"})):
+            bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size="full"))
+            got[name] = (bad.verdict, bad.category, bad.reward, bad.reason[:300], sorted(cats))
+        ok = all(v == "fail" and c in cats and rw == 0 for v, c, rw, _, cats in got.values())
+        assert ok, "\n".join(f"{k}: {v}" for k, v in got.items())  # a plain message: pytest does not cut it
         assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full",
                                         measure_time=False)).verdict == "pass"
     finally:
