@@ -62,8 +62,9 @@ for stage in "$@"; do
     subset) # issue 14: the generated subset attack at full size, bf16, against every applicable problem
             timeout ${SUBSET_LIMIT:-200} python3 -m kbenv.rewards.subset_attack --size full --device cuda --precision bf16 \
               > "$OUT/subset.log" 2>&1 ;;
-    medium) # issue 15: every known-good kernel at the medium tier, peak device memory (NVML) under 22 GiB
-            timeout ${MEDIUM_LIMIT:-200} python3 "$R/benchmarks/memplan_gpu.py" --size medium --max-peak 22G \
+    medium) # issue 15: every known-good kernel at the medium tier, planned for a 24 GB card (the cap), peak
+            # device memory (NVML, every process) under 22 GiB
+            timeout ${MEDIUM_LIMIT:-500} python3 "$R/benchmarks/memplan_gpu.py" --size medium --cap ${MEDIUM_CAP:-24G} --max-peak 22G \
               --out "$OUT/memplan_medium.json" > "$OUT/memplan_medium.log" 2>&1 ;;
     caps) # issue 16: under each memory cap, the known-good kernels at the largest size that fits, and refusals
           for cap in ${CAPS:-24G 40G 80G}; do

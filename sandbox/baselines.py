@@ -48,15 +48,19 @@ class BaselineExecutors:
         self.key = None
         self._leases: dict[str, Lease] = {}
         self._region: LentRegion | None = None
-        self._ahead: dict[str, process.ExecutorProcess] = {}  # spawned for the next evaluation, not yet started
+        self._ahead: dict[str, process.ExecutorProcess] = {}  # spawned for the next evaluation
+        self._reapers: list = []
+        self._warm = False
+        self._owner: str | None = None  # the evaluation the current processes were opened for (cuda)
         self.overhead_s = 0.0  # the fence's fixed cost per block, measured on these trusted processes
         self.cache_dir = Path(sup.cache_dir) / "baselines"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 
     @property
     def fresh(self) -> bool:
-        """New processes for every evaluation (cuda), or one set kept while the problem stays current (cpu)."""
-        return self.sup.device.type == "cuda"
+        """New processes for every evaluation (the default on cuda), or one set kept while the problem stays
+        current (the default on the CPU, where no speed credit is given); ``Supervisor(fresh_baselines=)``."""
+        return self.sup.fresh_baselines
 
     def _spawn(self) -> process.ExecutorProcess:
         # trusted processes share torch.compile's and Triton's caches on disk (no candidate ever reads or writes
@@ -68,21 +72,27 @@ class BaselineExecutors:
         return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
 
     def spawn_ahead(self) -> None:
-        """Start the next evaluation's baseline processes now: they import torch and wait, off the GPU."""
+        """Start the next evaluation's baseline processes now: they import torch and create their CUDA contexts
+        (never called while a candidate is timed), then wait."""
         for kind in self.kinds:
             p = self._ahead.get(kind)
             if p is None or p.proc.poll() is not None:
-                self._ahead[kind] = self._spawn()
+                p = self._ahead[kind] = self._spawn()
+            process.start(p)
 
-    def leases(self, st, layout, example_inputs, reuse: bool | None = None) -> dict[str, Lease]:
-        """Warm trusted executors of every baseline kind for this problem and slot layout: new ones on cuda
-        (``reuse`` False), the current ones while the problem stays current otherwise."""
-        reuse = (not self.fresh) if reuse is None else reuse
-        key = (st.problem.id, st.size, st.precision, layout.slot_bytes, len(layout.slots))
-        if reuse and key == self.key and all(l.proc.proc.poll() is None for l in self._leases.values()):
-            return self._leases
+    def _key(self, st, layout) -> tuple:
+        return (st.problem.id, st.size, st.precision, layout.slot_bytes, len(layout.slots))
+
+    def prepare(self, st, layout, owner: str) -> None:
+        """cuda, early in an evaluation (``owner``, its id) that will be timed: its fresh baseline processes get
+        their region and build their models while the candidate's correctness runs (building is no timing, and no
+        baseline runs a call before the timing phase, with the candidate held)."""
+        if self.fresh:
+            self._open(st, layout, owner)
+
+    def _open(self, st, layout, owner: str | None) -> None:
         self.close(keep_ahead=True)
-        self.key = key
+        self.key, self._owner, self._warm = self._key(st, layout), owner, False
         try:
             if self.sup.device.type == "cuda":
                 self._region = LentRegion(self.sup.device, layout.total_bytes)
@@ -93,9 +103,28 @@ class BaselineExecutors:
                 process.await_ready(proc, self.sup.limits["spawn_s"])
                 lease = Lease(proc, self.sup.device, layout, region=self._region)
                 self._leases[kind] = lease
-                lease.setup(protocol.Setup(st.problem.source, st.problem.overrides(st.size), "", str(self.sup.device),
-                                           st.precision, MODEL_SEED, compile=kind == "compile", deliver=lease.route),
-                            Deadline("baseline setup", 600))
+                lease.send_setup(protocol.Setup(st.problem.source, st.problem.overrides(st.size), "",
+                                                str(self.sup.device), st.precision, MODEL_SEED,
+                                                compile=kind == "compile", deliver=lease.route), "baseline setup")
+        except CandidateFault as f:
+            self.close()
+            raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None
+
+    def leases(self, st, layout, example_inputs, reuse: bool | None = None, owner: str | None = None) -> dict[str, Lease]:
+        """Warm trusted executors of every baseline kind for this problem and slot layout: on cuda the ones
+        :meth:`prepare` opened for this evaluation (``owner``), or new ones; otherwise (``reuse``) the current
+        ones while the problem stays current."""
+        reuse = (not self.fresh) if reuse is None else reuse
+        alive = bool(self._leases) and all(l.proc.proc.poll() is None for l in self._leases.values())
+        mine = reuse or (owner is not None and owner == self._owner)
+        if not (self.key == self._key(st, layout) and alive and mine):
+            self._open(st, layout, owner)
+        if self._warm:
+            return self._leases
+        try:
+            for lease in self._leases.values():
+                lease.finish_setup(Deadline("baseline setup", 600))
+            for lease in self._leases.values():
                 for k in range(len(layout.slots)):  # warm-up (torch.compile compiles here), untimed
                     lease.write_inputs(k, example_inputs)
                 lease.call_block(list(range(len(layout.slots))), Deadline("baseline warm-up", 900))
@@ -105,6 +134,7 @@ class BaselineExecutors:
         except CandidateFault as f:
             self.close()
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None
+        self._warm = True
         return self._leases
 
     def get(self, problem, size: str, precision: str, rounds: int = 5) -> dict:
@@ -142,20 +172,37 @@ class BaselineExecutors:
                                     "torch": torch.__version__, "measured_at": time.time(), **medians}, indent=1))
 
     def done(self) -> None:
-        """An evaluation's timing has ended: on cuda its baseline processes go, and the next ones start importing."""
+        """An evaluation has ended: on cuda its baseline processes go (reaped in the background, their region
+        released once they are gone), and the next evaluation's start now."""
         if self.fresh:
-            self.close(keep_ahead=True)
+            self.close(keep_ahead=True, wait=False)
             self.spawn_ahead()
 
-    def close(self, keep_ahead: bool = False) -> None:
-        for lease in self._leases.values():
-            lease.proc.kill()
-            lease.close()
-        self._leases = {}
-        if self._region is not None:
-            self._region.close()
-            self._region = None
-        self.key = None
+    def join(self) -> None:
+        """Wait for processes being reaped (their device memory is back once this returns)."""
+        for t in self._reapers:
+            t.join()
+        self._reapers = []
+
+    def close(self, keep_ahead: bool = False, wait: bool = True) -> None:
+        leases, region = list(self._leases.values()), self._region
+        self._leases, self._region, self.key, self._warm, self._owner = {}, None, None, False, None
+
+        def reap():
+            for lease in leases:
+                lease.proc.kill()
+                lease.close()
+            if region is not None:
+                region.close()
+        for lease in leases:
+            lease.proc.signal_kill()
+        if leases or region is not None:
+            import threading
+            t = threading.Thread(target=reap, daemon=True)
+            t.start()
+            self._reapers.append(t)
+        if wait:
+            self.join()
         if not keep_ahead:
             for p in self._ahead.values():
                 p.kill()

@@ -90,6 +90,7 @@ class Evaluation:
         finally:
             self.sup.fence.release(proc)
             self.sup.pool.dispose(proc, self.lease)
+            self.sup.baselines.done()  # cuda: this evaluation's baselines go; the next ones start
         res.facts["slots"] = len(self.layout.slots)
         self.phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in self.phases.items()}
@@ -104,6 +105,10 @@ class Evaluation:
         if not verdict.passed:
             res.set_verdict(verdict)
             return
+        if self.req.measure_time:  # cuda: this evaluation's baselines build their models during the decoy run
+            t0 = time.monotonic()
+            self.sup.baselines.prepare(self.st, self.layout, self.eval_id)
+            self._tick("baseline_setup", t0)
         dec = self.decoy()
         res.facts["decoy"] = dec
         if not self.req.measure_time:
@@ -254,12 +259,11 @@ class Evaluation:
         try:
             # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
             sup.fence.hold(self.lease.proc, 30.0)
-            bases = sup.baselines.leases(st, self.layout, self.official[0])
+            bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
             self._tick("baseline_setup", t_phase)
             return self._timed_rounds(res, bases, paused)
         finally:
             sup.pool.resume_spares(paused)
-            sup.baselines.done()
 
     def _timed_rounds(self, res: EvalResult, bases: dict, paused: list) -> dict:
         sup, st = self.sup, self.st

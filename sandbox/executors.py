@@ -72,7 +72,15 @@ class Lease:
             raise self.death(phase, str(e)) from None
 
     def setup(self, setup: protocol.Setup, deadline: Deadline) -> None:
-        self._send(setup.to_wire(), deadline.phase)
+        self.send_setup(setup, deadline.phase)
+        self.finish_setup(deadline)
+
+    def send_setup(self, setup: protocol.Setup, phase: str) -> None:
+        """Send the setup and return at once (the executor builds while the caller does other work)."""
+        self._send(setup.to_wire(), phase)
+
+    def finish_setup(self, deadline: Deadline) -> None:
+        """The reply to :meth:`send_setup`: raises the candidate's fault if the build failed."""
         try:
             reply = protocol.parse_setup_reply(self._recv(deadline))
         except protocol.ProtocolViolation as e:

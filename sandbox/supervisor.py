@@ -129,13 +129,16 @@ class Supervisor:
         secret: bytes every seed is derived from; random by default.
         keep_spare / spares: clean executors kept started ahead of the next evaluation (default 2 on cuda,
             1 on cpu).
+        fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
+            kept across evaluations measured slower after its first one on the H200).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
                  limits: dict | None = None, timing: dict | None = None,
                  reference_budget_bytes: int | None = None, baselines: tuple | None = None,
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
-                 spares: int | None = None, host_memory_cap: bool | None = None):
+                 spares: int | None = None, host_memory_cap: bool | None = None,
+                 fresh_baselines: bool | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -162,8 +165,9 @@ class Supervisor:
         os.chmod(self.root, 0o711)  # executors (another uid) reach their own directory in it, and list nothing
         self.fence = make_fence(self.device)
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
+        self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.baselines = BaselineExecutors(self, kinds)
-        if cuda:
+        if self.fresh_baselines:
             self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both

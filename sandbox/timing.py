@@ -64,14 +64,32 @@ def median_ci(values: list[float]) -> tuple[float, float]:
 
 
 def flush_l2(device: torch.device, _buf={}) -> None:
-    """Evict the L2 with a 256 MiB write of the supervisor's own (KernelBench's flush), outside any block."""
+    """Evict the L2 with a 256 MiB write of the supervisor's own (KernelBench's flush), outside any block. First
+    every persisting L2 line is made normal again (``cuCtxResetPersistingL2Cache``): a candidate's access-policy
+    window would otherwise keep lines of the lent inputs resident through the flush, and the supervisor's writes of
+    the next block's inputs would land in them warm."""
     if device.type != "cuda":
         return
     buf = _buf.get(str(device))
     if buf is None:
         buf = _buf[str(device)] = torch.empty(32 * 1024 * 1024, dtype=torch.int64, device=device)
+    torch.cuda.synchronize(device)
+    _reset_persisting_l2()
     buf.fill_(1)
     torch.cuda.synchronize(device)
+
+
+def _reset_persisting_l2(_fn=[]) -> None:
+    if not _fn:
+        import ctypes
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+            fn.argtypes, fn.restype = [], ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None  # no driver API for it (then no persisting lines either)
+        _fn.append(fn)
+    if _fn[0] is not None:
+        _fn[0]()
 
 
 def time_block(lease, fence, deadline, hold_timeout_s: float, overhead_s: float = 0.0) -> float:

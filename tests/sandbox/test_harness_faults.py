@@ -166,3 +166,29 @@ def test_reference_cache_is_held_to_the_plans_share():
     assert ("kernelbench/level1/40", "small", "fp32") not in refs._states and refs._bytes == pair_bytes
     refs.fit(pair_bytes // 2, keep)  # half: the oldest pair goes
     assert refs._bytes <= pair_bytes // 2 and list(b.refs) == [(2, "default")]
+
+
+def test_fresh_baselines_are_new_for_every_timed_evaluation_and_spawned_ahead(cache_dir):
+    """The cuda default, exercised on the CPU: every timed evaluation gets baseline processes that no earlier
+    evaluation used (spawned ahead, built during the decoy run), a candidate failing correctness consumes none,
+    and nothing is left after close."""
+    from kbenv.sandbox import process as P
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    seen = []
+    try:
+        for _ in range(2):
+            ahead = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+            assert r.verdict == "pass", (r.category, r.reason, r.error)
+            seen.append(ahead)
+        assert seen[0]["eager"] != seen[1]["eager"]  # a new process for each evaluation
+        ahead = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("return x * 0")))
+        assert bad.verdict == "fail"
+        assert {k: p.proc.pid for k, p in sup.baselines._ahead.items()} == ahead  # not consumed by a failure
+        procs = [p for p in sup.baselines._ahead.values()]
+    finally:
+        sup.close()
+    sup.baselines.join()
+    assert all(p.proc.poll() is not None for p in procs) and not sup.baselines._leases
+    assert all(P.proc_state(p.proc.pid) in "XZ" for p in procs)

@@ -8,10 +8,11 @@ device maximum (cuCtxSetLimit) and sets an access-policy window over the input o
 (cuStreamSetAttribute), so a harness's L2 flush (a plain memset or fill) cannot evict the input: warm-cache
 times for a cold-cache benchmark. It is redone on every call, so a harness that resets the limit before each
 timed call still finds it set afterwards; the state outlives forward. Since the executor design nothing in the
-candidate's process is checked, and the supervisor cannot reset another context's window: at full size the
-window cannot hold the 6 GiB input (the carve-out is at most a few tens of MB), so the candidate earns its honest
-twin's reward (measured on the H200: pass, reward 1.0 like the known-good kernel). On problems whose inputs fit
-the carve-out this is an open hole (issue 11's closing note). Both settings were seen to take effect on an H200. On CPU there is no L2 state
+candidate's process is checked. The window is the candidate's, but the L2 lines are the device's: before each
+block's flush the supervisor makes every persisting line normal again (cuCtxResetPersistingL2Cache), so its
+flush evicts them and the lent inputs it writes next are read cold. At full size the window could not hold the
+6 GiB input anyway (measured on the H200: pass, reward 1.0 like the known-good kernel); the reset is for inputs
+that fit the carve-out (not yet measured on the H200). On CPU there is no L2 state
 to change: the candidate is just a correct softmax.
 """
 import ctypes
