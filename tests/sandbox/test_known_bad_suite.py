@@ -18,7 +18,8 @@ CASES = [c for c in known_bad_suite() if DEVICE == "cuda" or not c.gpu_only]
 @pytest.fixture(scope="module")
 def suite_pool(ray_cluster, cache_dir):
     from kbenv.sandbox.actor import EvaluatorPool
-    pool = EvaluatorPool(n=1, device=DEVICE, config={"cache_dir": str(cache_dir), "limits": LIMITS})
+    # two evaluators (the CI machine has two cores): the suite is most of the test time
+    pool = EvaluatorPool(n=2 if DEVICE == "cpu" else 1, device=DEVICE, config={"cache_dir": str(cache_dir), "limits": LIMITS})
     yield pool
     pool.close()
 
@@ -47,10 +48,18 @@ def test_known_bad(case, results):
 GOOD = KnownGoodPolicy()
 
 
+@pytest.fixture(scope="module")
+def good_results(suite_pool):
+    pids = GOOD.problems()
+    reqs = [EvalRequest(problem=pid, candidate=extract_code(GOOD.act({"problem_id": pid, "prompt": "", "system": "",
+                                                                      "turn": 0, "feedback": ""})), size=SIZE)
+            for pid in pids]
+    return dict(zip(pids, suite_pool.evaluate_many(reqs)))
+
+
 @pytest.mark.parametrize("pid", GOOD.problems())
-def test_known_good_passes_through_the_actor(pid, suite_pool):
-    code = extract_code(GOOD.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
-    r = suite_pool.evaluate(EvalRequest(problem=pid, candidate=code, size=SIZE))
+def test_known_good_passes_through_the_actor(pid, good_results):
+    r = good_results[pid]
     assert r.verdict == "pass", (r.category, r.reason, r.error)
     assert r.reward > 0 and r.timings["median_ms"] > 0 and r.baseline["best_ms"] > 0
     assert r.speedup_meaningful == (DEVICE == "cuda")
