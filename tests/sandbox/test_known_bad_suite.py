@@ -18,8 +18,7 @@ CASES = [c for c in known_bad_suite() if DEVICE == "cuda" or not c.gpu_only]
 @pytest.fixture(scope="module")
 def suite_pool(ray_cluster, cache_dir):
     from kbenv.sandbox.actor import EvaluatorPool
-    # two evaluators (the CI machine has two cores): the suite is most of the test time
-    pool = EvaluatorPool(n=2 if DEVICE == "cpu" else 1, device=DEVICE, config={"cache_dir": str(cache_dir), "limits": LIMITS})
+    pool = EvaluatorPool(n=1, device=DEVICE, config={"cache_dir": str(cache_dir), "limits": LIMITS})
     yield pool
     pool.close()
 
