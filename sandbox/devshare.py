@@ -1,16 +1,15 @@
-"""Device memory the supervisor owns and lends to one worker, for moving outputs without a host round trip.
+"""Device memory shared between the supervisor and an executor, without a host round trip.
 
-A full-size output (6 GiB for KernelBench level-1 problem 23) copied device -> pageable host memfd -> device
-costs seconds per correctness trial. Instead the supervisor allocates device memory with CUDA's virtual memory
-management API (``cuMemCreate`` with a POSIX file-descriptor handle), zeroes it, and passes the descriptor to
-the worker over a Unix socket (``SCM_RIGHTS``: a plain file descriptor, so it crosses bubblewrap's PID, user
-and IPC namespaces, which legacy ``cudaIpc*`` handles do not). The worker maps it and copies each output in; the
-supervisor copies it out (device to device) into memory only it holds, and judges that copy.
+Lent memory: the supervisor allocates device memory with CUDA's virtual memory management API (``cuMemCreate``
+with a POSIX file-descriptor handle), zeroes it, and passes the descriptor to the executor over a Unix socket
+(``SCM_RIGHTS``). The supervisor writes each call's inputs into it; it never holds anything else of the
+supervisor's (zero-filled before the executor sees it, so no freed reference output leaks through physical
+memory reuse), and it is released when its executor is gone.
 
-Direction and trust: the buffer carries data from the worker to the supervisor only. The supervisor never puts
-anything of its own into it (it is zero-filled before the worker sees it, so no freed reference output can leak
-through physical memory reuse), and it is released when the evaluation ends. Descriptors the worker sends are
-bounds-checked against the buffer's size before any copy.
+Outputs left in place: an executor names the allocation of each output with a legacy CUDA IPC handle
+(:func:`export_ipc`; measured to work from the bubblewrap sandbox on the H200), and the supervisor maps it
+(:class:`IpcImports`), bounds-checks the range against the driver's size of the mapping and reads it after the
+fence. Only candidates' executors export memory.
 
 Only the CUDA driver API (``libcuda.so.1``) is used, through ctypes: no package beyond torch is needed.
 """

@@ -2,8 +2,10 @@
 
 ``python -m kbenv.sandbox.executor IN_FD OUT_FD MEMFD [SOCK_FD]``. UNTRUSTED once the candidate is imported:
 nothing here measures, times, samples or decides anything. It builds ``ModelNew``, then for every call runs the
-forward on views of inputs the supervisor wrote into lent memory and copies each output into the lent place the
-call names. Its replies are hints: the supervisor reads its own memory and its own clock.
+forward on views of inputs the supervisor wrote into lent memory. Outputs: on the CPU copied into the lent place the
+call names; on cuda left where the forward wrote them and named in the reply (an IPC handle and offset), or not
+delivered at all (trusted baselines). Its replies are hints: the supervisor reads memory it maps itself, after
+its own fence, and its own clock.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Memory the supervisor owns and lends to one executor: rotating slots of inputs and outputs.
 
-The supervisor writes each call's inputs into a slot just before the call, the executor runs the forward on
-views of them and copies each output into the slot's output places, and the supervisor judges what it reads
-back from its own mapping. On cuda the region is device memory (CUDA VMM, a file descriptor passed over a
-Unix socket: ``kbenv.sandbox.devshare``); on the CPU it is a memfd both processes map.
+The supervisor writes each call's inputs into a slot just before the call and the executor runs the forward on
+views of them. On the CPU the region is a memfd both processes map, and the executor copies each output into the
+slot's output places, which the supervisor reads from its own mapping. On cuda the region is device memory (CUDA
+VMM, a file descriptor passed over a Unix socket: ``kbenv.sandbox.devshare``) holding inputs only: outputs stay
+in the executor's memory and are read there (``lend_outputs=False``).
 
 A :class:`SlotLayout` is public: which offsets hold which tensor. It says nothing about what a call is for.
 """
