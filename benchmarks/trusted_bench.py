@@ -1,6 +1,7 @@
 """Repeatability and cost of the trusted measurement path (issue 11's figures), on one device.
 
     python benchmarks/trusted_bench.py [--device cuda] [--size full] [--repeats 5] [--problems ...] [--out F.json]
+                                       [--baselines default|fresh|kept]
 
 For each problem (default: kernelbench 23, 88, 40 and dlrm 2) its known-good kernel is evaluated ``--repeats``
 times with a clean executor ready (the first evaluation, which builds the reference and the baseline processes,
@@ -30,6 +31,9 @@ def main() -> None:
     ap.add_argument("--problems", default="kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2")
     ap.add_argument("--out", default="trusted_bench.json")
     ap.add_argument("--no-calibration", action="store_true", help="skip the per-call cost measurement")
+    ap.add_argument("--baselines", choices=["default", "fresh", "kept"], default="default",
+                    help="baseline processes: new for every evaluation (fresh), kept while the problem stays "
+                         "current (kept), or the supervisor's default for the device")
     args = ap.parse_args()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -43,8 +47,8 @@ def main() -> None:
     except Exception:  # noqa: BLE001 - NVML is optional for this benchmark
         busy = None
     good = KnownGoodPolicy()
-    sup = Supervisor(device=args.device)
-    report = {"device": args.device, "size": args.size, "problems": {}}
+    sup = Supervisor(device=args.device, fresh_baselines={"default": None, "fresh": True, "kept": False}[args.baselines])
+    report = {"device": args.device, "size": args.size, "baselines": args.baselines, "problems": {}}
 
     def code(pid):
         return extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
