@@ -46,10 +46,12 @@ for stage in "$@"; do
              P=${ROLLOUT_PROBLEMS:-policy}
              for g in ${ROLLOUT_GPUS:-2 1}; do
                L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
-               timeout $L python3 -m kbenv.cli rollout --policy known-good --problems $P --gpus $g --spares ${SPARES:-1} \
-                 --out /tmp/run-good-$g --no-progress > "$OUT/rollout-good-${g}gpu.log" 2>&1
+               timeout $L python3 "$R/benchmarks/gpubusy.py" -- python3 -m kbenv.cli rollout --policy known-good \
+                 --problems $P --gpus $g --spares ${SPARES:-0} --out /tmp/run-good-$g --no-progress \
+                 > "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli export /tmp/run-good-$g "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
+               python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
              done ;;
     rollout-bad) timeout ${ROLLOUT_BAD_LIMIT:-90} python3 -m kbenv.cli rollout --policy known-bad --turns ${BAD_TURNS:-1} \

@@ -45,13 +45,15 @@ class GpuBusy:
             time.sleep(interval_s)
 
     @classmethod
-    def open(cls, torch_index: int = 0) -> "GpuBusy | None":
+    def open(cls, torch_index: int = 0, by_pci: bool = True) -> "GpuBusy | None":
+        """``by_pci``: find the NVML device by torch's PCI bus id (which starts a CUDA context in this process);
+        otherwise by NVML's own index."""
         try:
             lib = ctypes.CDLL("libnvidia-ml.so.1")
             if lib.nvmlInit_v2() != 0:
                 return None
             handle = ctypes.c_void_p()
-            bus = _pci_bus_id(torch_index)
+            bus = _pci_bus_id(torch_index) if by_pci else None
             if bus is not None:
                 rc = lib.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(handle))
             else:
@@ -115,3 +117,33 @@ def _pci_bus_id(torch_index: int) -> str | None:
         return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
     except Exception:  # noqa: BLE001 - older torch without the PCI fields: fall back to the index
         return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/gpubusy.py [--index N] -- CMD ...``: run CMD and print the GPU's busy seconds and busy
+    fraction over its whole run (for back-to-back throughput runs, e.g. ``kbenv rollout``)."""
+    import argparse
+    import subprocess
+    import sys
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--index", type=int, default=0, help="NVML device index (default 0)")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    args = ap.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        ap.error("give the command after --")
+    busy = GpuBusy.open(args.index, by_pci=False)  # no CUDA context of its own beside the measured run
+    t0, t = GpuBusy.now_us(), time.perf_counter()
+    rc = subprocess.call(cmd)
+    wall = time.perf_counter() - t
+    if busy is None:
+        print("gpubusy: NVML unavailable", file=sys.stderr)
+        return rc
+    b, covered = busy.busy_seconds(t0, GpuBusy.now_us())
+    print(f"gpubusy: {b:.1f} s busy of {wall:.1f} s wall ({100 * b / wall:.1f}%; samples cover {covered:.1f} s); "
+          f"command exit {rc}", flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -306,6 +306,8 @@ def cmd_redteam(args) -> int:
             bar.update(1)
             if not row["ok"]:
                 bar.write("MISMATCH " + format_row(row))
+            elif not args.progress:  # a log: every row as it arrives, so a run cut short keeps what finished
+                print(f"[{done}/{total}] {format_row(row)}", flush=True)
         report = run_suite(pool, size, include_good=args.good, on_row=on_row, only=args.only or None)
         bar.close()
     finally:

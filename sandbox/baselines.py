@@ -1,11 +1,15 @@
 """Baselines: eager and ``torch.compile`` run through the same executor path as candidates, by trusted processes.
 
 A baseline executor runs the problem's own ``Model`` (no candidate code ever). On cuda each evaluation gets
-fresh baseline processes: a ``torch.compile`` process kept across evaluations ran 20-60% slower after its first
-one on the H200 (problems 23, 88 and dlrm/2 alike, with no recompilation logged), which no reward may inherit.
-They are spawned ahead (their imports overlap the previous evaluation's end and the next one's correctness
-phase) and touch the GPU only when the timing phase builds them, with the candidate held. On the CPU one set is
-kept while the problem stays current. Their blocks are timed interleaved with the candidate's
+fresh baseline processes: a ``torch.compile`` process kept across evaluations ran slower after its first one on
+the H200 (problems 23, 88 and dlrm/2 alike, with no recompilation logged: 88's 0.33 ms became 0.73-0.86 ms, 23's
+6.1 ms 8.0-8.6 ms, eager unchanged), which no reward may inherit. They are spawned ahead, when the previous
+evaluation ends (their imports, including torch.compile's own, and their CUDA contexts overlap its end and the
+next one's start). Once the candidate has compiled, :meth:`BaselineExecutors.prepare` gives them their region and
+models without waiting for anything, and, when this problem's baselines were once built with the GPU to
+themselves (so torch.compile's autotuning choices are in the shared on-disk cache), their untimed warm-up runs
+too, beside the candidate's correctness and decoy phases. The first build of a problem's baselines warms up in
+the timing phase, with the candidate held. On the CPU one set is kept while the problem stays current. Their blocks are timed interleaved with the candidate's
 (``kbenv.sandbox.timing``). The baseline executors of a problem share one lent region of their own (they never
 run at the same time), never the candidate's.
 
@@ -52,6 +56,8 @@ class BaselineExecutors:
         self._reapers: list = []
         self._warm = False
         self._owner: str | None = None  # the evaluation the current processes were opened for (cuda)
+        self._warming: list[int] | None = None  # slots of the warm-up block sent early, replies not yet read
+        self.setup_seconds: dict = {}  # where the latest evaluation's baseline setup spent its time (a fact)
         self.overhead_s = 0.0  # the fence's fixed cost per block, measured on these trusted processes
         self.cache_dir = Path(sup.cache_dir) / "baselines"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +72,8 @@ class BaselineExecutors:
         # trusted processes share torch.compile's and Triton's caches on disk (no candidate ever reads or writes
         # them): a fresh baseline process then loads its kernels instead of compiling them again
         env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor"),
-               "TRITON_CACHE_DIR": str(Path(self.sup.cache_dir) / "triton")}
+               "TRITON_CACHE_DIR": str(Path(self.sup.cache_dir) / "triton"),
+               "KBENV_TRUSTED_PREIMPORT": "1"}  # torch.compile's imports at spawn, off the evaluation's path
         if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
             env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
         return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
@@ -83,14 +90,36 @@ class BaselineExecutors:
     def _key(self, st, layout) -> tuple:
         return (st.problem.id, st.size, st.precision, layout.slot_bytes, len(layout.slots))
 
-    def prepare(self, st, layout, owner: str) -> None:
-        """cuda, early in an evaluation (``owner``, its id) that will be timed: its fresh baseline processes get
-        their region and build their models while the candidate's correctness runs (building is no timing, and no
-        baseline runs a call before the timing phase, with the candidate held)."""
-        if self.fresh:
-            self._open(st, layout, owner)
+    def _built_marker(self, st, layout) -> Path:
+        """Present once this problem's baselines were built and warmed with the GPU to themselves, so that
+        torch.compile's autotuning choices are in the shared on-disk cache (a later warm-up reads them)."""
+        name = "__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12], device_model(self.sup.device),
+                          torch.__version__.replace("+", "_"), st.precision, st.size,
+                          f"{len(layout.slots)}x{layout.slot_bytes}"])
+        return self.cache_dir / "built" / name
 
-    def _open(self, st, layout, owner: str | None) -> None:
+    def prepare(self, st, layout, owner: str, example_inputs: list) -> None:
+        """cuda, once the candidate of the evaluation ``owner`` has compiled: its fresh baseline processes get
+        their region and build their models, and (once this problem's baselines were built clean before) run their
+        untimed warm-up, all without waiting for a reply. Nothing of it is timed, and no baseline runs a timed
+        call before the timing phase, where :meth:`leases` collects the replies with the candidate held."""
+        if not self.fresh:
+            return
+        t0 = time.monotonic()
+        self._open(st, layout, owner, wait=False)
+        if self._built_marker(st, layout).exists():
+            self._send_warmup(layout, example_inputs)
+        self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4), "early_warmup": self._warming is not None}
+
+    def _send_warmup(self, layout, example_inputs) -> None:
+        ks = list(range(len(layout.slots)))
+        for lease in self._leases.values():
+            for k in ks:
+                lease.write_inputs(k, example_inputs)
+            lease.send_block(ks, "baseline warm-up")
+        self._warming = ks
+
+    def _open(self, st, layout, owner: str | None, wait: bool = True) -> None:
         self.close(keep_ahead=True)
         self.key, self._owner, self._warm = self._key(st, layout), owner, False
         try:
@@ -100,7 +129,10 @@ class BaselineExecutors:
                 proc = self._ahead.pop(kind, None)
                 if proc is None or proc.proc.poll() is not None:
                     proc = self._spawn()
-                process.await_ready(proc, self.sup.limits["spawn_s"])
+                if wait:
+                    process.await_ready(proc, self.sup.limits["spawn_s"])
+                else:
+                    process.start(proc)  # its "ready" frame is read in leases(), before the setup's reply
                 lease = Lease(proc, self.sup.device, layout, region=self._region)
                 self._leases[kind] = lease
                 lease.send_setup(protocol.Setup(st.problem.source, st.problem.overrides(st.size), "",
@@ -113,24 +145,42 @@ class BaselineExecutors:
     def leases(self, st, layout, example_inputs, reuse: bool | None = None, owner: str | None = None) -> dict[str, Lease]:
         """Warm trusted executors of every baseline kind for this problem and slot layout: on cuda the ones
         :meth:`prepare` opened for this evaluation (``owner``), or new ones; otherwise (``reuse``) the current
-        ones while the problem stays current."""
+        ones while the problem stays current. Called with the candidate held."""
         reuse = (not self.fresh) if reuse is None else reuse
         alive = bool(self._leases) and all(l.proc.proc.poll() is None for l in self._leases.values())
         mine = reuse or (owner is not None and owner == self._owner)
         if not (self.key == self._key(st, layout) and alive and mine):
+            self.setup_seconds = {}
             self._open(st, layout, owner)
         if self._warm:
             return self._leases
+        secs = self.setup_seconds
         try:
+            t = time.monotonic()
+            for lease in self._leases.values():
+                process.await_ready(lease.proc, self.sup.limits["spawn_s"])
+            secs["wait_ready"] = round(time.monotonic() - t, 4)
+            t = time.monotonic()
             for lease in self._leases.values():
                 lease.finish_setup(Deadline("baseline setup", 600))
+            secs["wait_build"] = round(time.monotonic() - t, 4)
+            t = time.monotonic()
+            ks = list(range(len(layout.slots)))
+            if self._warming is None:  # warm-up (torch.compile compiles here), untimed, with the candidate held
+                self._send_warmup(layout, example_inputs)
             for lease in self._leases.values():
-                for k in range(len(layout.slots)):  # warm-up (torch.compile compiles here), untimed
-                    lease.write_inputs(k, example_inputs)
-                lease.call_block(list(range(len(layout.slots))), Deadline("baseline warm-up", 900))
+                lease.finish_block(ks, Deadline("baseline warm-up", 900))
+            self._warming = None
+            secs["wait_warmup"] = round(time.monotonic() - t, 4)
+            t = time.monotonic()
             if self.sup.device.type == "cuda":  # the CPU's blocks are not calibrated (no speed credit there)
                 from kbenv.sandbox.timing import fence_overhead
                 self.overhead_s = fence_overhead(next(iter(self._leases.values())), self.sup.fence)
+            marker = self._built_marker(st, layout)
+            if not secs.get("early_warmup") and not marker.exists():  # built with the GPU to themselves
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            secs["calibrate"] = round(time.monotonic() - t, 4)
         except CandidateFault as f:
             self.close()
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None
@@ -187,6 +237,7 @@ class BaselineExecutors:
     def close(self, keep_ahead: bool = False, wait: bool = True) -> None:
         leases, region = list(self._leases.values()), self._region
         self._leases, self._region, self.key, self._warm, self._owner = {}, None, None, False, None
+        self._warming = None
 
         def reap():
             for lease in leases:

@@ -99,16 +99,16 @@ class Evaluation:
 
     def run_phases(self, res: EvalResult) -> None:
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
+        if self.req.measure_time:  # cuda: this evaluation's baselines build and warm up beside correctness and decoy
+            t0 = time.monotonic()
+            self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official[0])
+            self._tick("baseline_setup", t0)
         per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
         verdict = judge_checks(per_trial)
         res.correct = verdict.correct
         if not verdict.passed:
             res.set_verdict(verdict)
             return
-        if self.req.measure_time:  # cuda: this evaluation's baselines build their models during the decoy run
-            t0 = time.monotonic()
-            self.sup.baselines.prepare(self.st, self.layout, self.eval_id)
-            self._tick("baseline_setup", t0)
         dec = self.decoy()
         res.facts["decoy"] = dec
         if not self.req.measure_time:
@@ -255,11 +255,13 @@ class Evaluation:
         sup, st = self.sup, self.st
         sup.release_memory()
         sup.pool.join()  # the decoy's executor has exited (a dying CUDA context must not share the GPU with timing)
+        sup.baselines.join()  # and an earlier evaluation's baseline processes
         paused = sup.pool.pause_spares()
         try:
             # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
             sup.fence.hold(self.lease.proc, 30.0)
             bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
+            res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
             self._tick("baseline_setup", t_phase)
             return self._timed_rounds(res, bases, paused)
         finally:

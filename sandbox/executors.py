@@ -98,9 +98,18 @@ class Lease:
         The executor runs them back to back and synchronizes only once its pipe is empty, so the GPU sees the
         calls queued as a workload would queue them; a correctness block and a timed block are the same frames.
         The replies are hints (the caller fences and reads the region); the first failure among them is raised."""
+        self.send_block(ks, deadline.phase)
+        return self.finish_block(ks, deadline)
+
+    def send_block(self, ks: list[int], phase: str) -> None:
+        """The first half of :meth:`call_block`: every call sent, no reply read (a trusted baseline's untimed
+        warm-up runs while the supervisor does other work)."""
         for k in ks:
             slot = self.layout.slots[k]
-            self._send(protocol.Call(slot.inputs, slot.outputs).to_wire(), deadline.phase)
+            self._send(protocol.Call(slot.inputs, slot.outputs).to_wire(), phase)
+
+    def finish_block(self, ks: list[int], deadline: Deadline) -> list[protocol.Done]:
+        """The second half of :meth:`call_block`: the replies of the calls :meth:`send_block` sent, in order."""
         dones = []
         for k in ks:
             try:

@@ -242,6 +242,14 @@ def test_redteam_prints_expected_and_got_and_exits_zero_when_all_match(capsys, m
     assert "redteam" in err  # the progress bar
 
 
+def test_redteam_without_progress_bar_logs_every_row_as_it_arrives(capsys, monkeypatch):
+    _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=True))
+    code, out, err = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress")
+    rows = [line for line in out.splitlines() if line.startswith("[")]
+    assert code == 0 and rows and rows[0].startswith("[1/") and all(" ok" in r for r in rows)
+    assert "redteam" not in err  # no bar
+
+
 def test_redteam_exits_three_on_a_mismatch(capsys, monkeypatch):
     _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=False))
     code, out, _ = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress")

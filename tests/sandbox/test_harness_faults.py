@@ -170,8 +170,9 @@ def test_reference_cache_is_held_to_the_plans_share():
 
 def test_fresh_baselines_are_new_for_every_timed_evaluation_and_spawned_ahead(cache_dir):
     """The cuda default, exercised on the CPU: every timed evaluation gets baseline processes that no earlier
-    evaluation used (spawned ahead, built during the decoy run), a candidate failing correctness consumes none,
-    and nothing is left after close."""
+    evaluation used (spawned ahead, given their models once the candidate compiled), a candidate that does not
+    compile consumes none, one that compiles and then fails leaves nothing for the next evaluation, and nothing is
+    left after close."""
     from kbenv.sandbox import process as P
     sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
     seen = []
@@ -182,10 +183,18 @@ def test_fresh_baselines_are_new_for_every_timed_evaluation_and_spawned_ahead(ca
             assert r.verdict == "pass", (r.category, r.reason, r.error)
             seen.append(ahead)
         assert seen[0]["eager"] != seen[1]["eager"]  # a new process for each evaluation
+        assert r.facts["baseline_setup"]["wait_warmup"] >= 0 and "early_warmup" in r.facts["baseline_setup"]
         ahead = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
-        bad = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("return x * 0")))
-        assert bad.verdict == "fail"
-        assert {k: p.proc.pid for k, p in sup.baselines._ahead.items()} == ahead  # not consumed by a failure
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate="def broken(:\n"))
+        assert bad.verdict == "fail" and bad.category == "compile"
+        assert {k: p.proc.pid for k, p in sup.baselines._ahead.items()} == ahead  # not consumed before compiling
+        used = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("return x * 0\n")))
+        assert bad.verdict == "fail" and bad.category != "compile", (bad.reason, bad.error)
+        sup.baselines.join()
+        assert all(P.proc_state(pid) in "XZ" for pid in used.values())  # given a model, then gone with the failure
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass" and r.facts["baseline_setup"]["early_warmup"]  # built clean once: warmed early
         procs = [p for p in sup.baselines._ahead.values()]
     finally:
         sup.close()
