@@ -78,14 +78,16 @@ class BaselineExecutors:
             env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
         return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
 
-    def spawn_ahead(self) -> None:
-        """Start the next evaluation's baseline processes now: they import torch and create their CUDA contexts
-        (never called while a candidate is timed), then wait."""
+    def spawn_ahead(self, start: bool = True) -> None:
+        """Spawn the next evaluation's baseline processes now, so that they import torch (and torch.compile) while
+        the current evaluation runs; with ``start``, also let them create their CUDA contexts (never called while a
+        candidate is timed). A process spawned and not started holds no device memory."""
         for kind in self.kinds:
             p = self._ahead.get(kind)
             if p is None or p.proc.poll() is not None:
                 p = self._ahead[kind] = self._spawn()
-            process.start(p)
+            if start:
+                process.start(p)
 
     def _key(self, st, layout) -> tuple:
         return (st.problem.id, st.size, st.precision, layout.slot_bytes, len(layout.slots))
@@ -109,6 +111,7 @@ class BaselineExecutors:
         self._open(st, layout, owner, wait=False)
         if self._built_marker(st, layout).exists():
             self._send_warmup(layout, example_inputs)
+        self.spawn_ahead(start=False)  # the next evaluation's: imports now, CUDA contexts once this one is done
         self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4), "early_warmup": self._warming is not None}
 
     def _send_warmup(self, layout, example_inputs) -> None:

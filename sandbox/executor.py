@@ -196,8 +196,9 @@ def main(argv=None) -> int:
     warm_compile = os.environ.get("KBENV_TRUSTED_PREIMPORT") == "1"  # set for trusted baseline processes only
     try:
         if warm_compile:
-            import torch._dynamo  # noqa: F401 - torch.compile's imports, before the process is needed
-            import torch._inductor.compile_fx  # noqa: F401
+            import importlib  # (an `import torch.x` here would make `torch` local to main)
+            importlib.import_module("torch._dynamo")  # torch.compile's imports, before the process is needed
+            importlib.import_module("torch._inductor.compile_fx")
         if dev.startswith("cuda"):
             # A spare waits with its imports done and touches the GPU only once the supervisor says so, never
             # while another candidate is timed.

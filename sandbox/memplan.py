@@ -514,19 +514,30 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     return p
 
 
+def default_spares(device_type: str) -> int:
+    """Clean executors a supervisor keeps started ahead by default: on cuda two (the candidate's and the decoy's;
+    an executor's start-up is 2-4 s on the H200 machine), one on the CPU."""
+    return 2 if device_type == "cuda" else 1
+
+
 def plan_for_device(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,
-                    spares: int = 1) -> MemoryPlan:
-    """:func:`plan` against ``device``'s budget (:func:`device_budget_bytes`) and L2 cache; never raises for a
-    plan that does not fit (see :func:`preflight` for that)."""
+                    spares: int | None = None) -> MemoryPlan:
+    """:func:`plan` against ``device``'s budget (:func:`device_budget_bytes`) and L2 cache, with the supervisor's
+    spares (``None``: its default for the device, :func:`default_spares`); never raises for a plan that does not
+    fit (see :func:`preflight` for that)."""
     device = torch.device(device)
+    spares = default_spares(device.type) if spares is None else spares
     return plan(problem, size, precision, device_budget_bytes(device), spares, device_type=device.type,
                 l2_bytes=l2_bytes(device))
 
 
 def preflight(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,
-              spares: int = 1) -> MemoryPlan:
+              spares: int | None = None) -> MemoryPlan:
     """The plan for evaluating ``problem`` at ``size`` on ``device``, checked before anything allocates.
 
+    ``spares`` (``None``: :func:`default_spares`) is how many started spare executors the supervisor would like to
+    keep; when that many do not fit but fewer do, the plan has fewer (``plan.spares``, which the supervisor then
+    keeps): a spare only saves start-up time, and a problem that fits without one is not refused for it.
     Returns the plan when it fits. Otherwise raises :class:`MemoryPlanError` with one line naming the problem,
     the size, what it needs against the budget (and the cap, when one is set), and the largest smaller size
     that fits (``use --size medium``), or that none does.
@@ -537,12 +548,15 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     precision = precision or problem.precision_default
     device = torch.device(device)
-    p = plan_for_device(problem, size, precision, device, spares)
-    if p.fits:
-        return p
+    want = default_spares(device.type) if spares is None else max(int(spares), 0)
+    for n in range(want, -1, -1):
+        p = plan_for_device(problem, size, precision, device, n)
+        if p.fits:
+            return p
+    # refused: p is the plan with no spare, the least this size needs
     fit = None
     for smaller in reversed(SIZES[:SIZES.index(size)]):
-        q = plan_for_device(problem, smaller, precision, device, spares)
+        q = plan_for_device(problem, smaller, precision, device, want)
         if q.fits and q.required_bytes < p.required_bytes:
             fit = q
             break
@@ -562,7 +576,7 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
 
 
 __all__ = [
-    "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "plan_for_device", "preflight", "footprint",
+    "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "plan_for_device", "preflight", "footprint", "default_spares",
     "check_work_bytes",
     "device_budget_bytes", "host_budget_bytes", "l2_bytes", "gpu_memory_cap", "set_gpu_memory_cap", "parse_bytes",
     "SIZES",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from kbenv.sandbox import process
+from kbenv.sandbox import memplan, process
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
 from kbenv.sandbox.evaluation import Evaluation
 from kbenv.sandbox.executors import CandidateFault
@@ -42,7 +42,8 @@ class ExecutorPool:
 
     def __init__(self, sup, spares: int):
         self.sup = sup
-        self.n = spares
+        self.max_n = spares  # as configured
+        self.n = spares  # kept now: fewer while a problem's memory plan has room for fewer (set_target)
         self.spares: list[process.ExecutorProcess] = []
         self._reapers: list[threading.Thread] = []
         self._errors: list[BaseException] = []
@@ -60,6 +61,13 @@ class ExecutorPool:
         if start:
             for p in self.spares:
                 process.start(p)
+
+    def set_target(self, n: int) -> None:
+        """Keep ``n`` spares (at most as configured): the extra ones exit before this returns (their CUDA contexts
+        are memory the evaluation's plan does not have); a higher target is filled as executors are disposed."""
+        self.n = min(max(int(n), 0), self.max_n)
+        while len(self.spares) > self.n:
+            self.spares.pop().kill()
 
     def take(self) -> process.ExecutorProcess:
         self.join()
@@ -172,7 +180,7 @@ class Supervisor:
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both
         # started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s on the H200 machine).
-        n_spares = spares if spares is not None else (2 if cuda else 1)
+        n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 
     # ----------------------------------------------------------------------------------------- evaluate
@@ -193,16 +201,16 @@ class Supervisor:
         """The memory plan of this evaluation (``kbenv.sandbox.memplan``): refused before anything allocates when
         it does not fit; otherwise the reference cache is held to the plan's share (unless set explicitly)."""
         from kbenv.problems import get_problem
-        from kbenv.sandbox import memplan
         prob = get_problem(req.problem)
         precision = req.precision or prob.precision_default
         if precision not in prob.precision_allowed:
             return  # the evaluation refuses it, naming the allowed ones
         from kbenv.problems import ProblemError
         try:
-            plan = memplan.preflight(prob, req.size, precision, self.device, spares=self.pool.n)
+            plan = memplan.preflight(prob, req.size, precision, self.device, spares=self.pool.max_n)
         except ProblemError as e:  # the problem's own code fails on the meta device: the harness's fault
             raise HarnessError(f"{prob.id}: the reference raised while its memory plan was made: {e}") from e
+        self.pool.set_target(plan.spares)  # fewer spares where the plan has room for fewer
         if self._plan_cache:
             self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
 

@@ -201,3 +201,23 @@ def test_fresh_baselines_are_new_for_every_timed_evaluation_and_spawned_ahead(ca
     sup.baselines.join()
     assert all(p.proc.poll() is not None for p in procs) and not sup.baselines._leases
     assert all(P.proc_state(p.proc.pid) in "XZ" for p in procs)
+
+
+def test_fewer_spares_while_the_memory_plan_has_room_for_fewer(cache_dir):
+    """The pool keeps the spares the evaluation's memory plan has room for: the extra ones have exited before the
+    evaluation allocates anything, an evaluation without spares still works, and the target never exceeds the
+    configured number."""
+    from kbenv.sandbox import process as P
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, spares=2, limits={"spawn_s": 30})
+    try:
+        assert len(sup.pool.spares) == 2
+        gone = list(sup.pool.spares)
+        sup.pool.set_target(0)
+        assert sup.pool.spares == [] and all(P.proc_state(p.proc.pid) in "XZ" for p in gone)
+        sup.pool.n = 0
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))  # the CPU plan has room: back to 2
+        assert r.verdict == "pass" and sup.pool.n == 2
+        sup.pool.set_target(5)
+        assert sup.pool.n == 2
+    finally:
+        sup.close()

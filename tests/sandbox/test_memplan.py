@@ -265,6 +265,9 @@ def test_a_capped_h200_refuses_problem_37_before_anything_allocates(monkeypatch,
     if fits_full:
         p = M.preflight("kernelbench/level1/37", "full", None, "cuda")
         assert p.fits and p.budget_bytes == int(H200_GIB * GiB)
+        # it fits with fewer started spares than the supervisor's default, not with the default
+        assert p.spares < M.default_spares("cuda")
+        assert not M.plan_for_device("kernelbench/level1/37", "full", None, "cuda", M.default_spares("cuda")).fits
         return
     with pytest.raises(M.MemoryPlanError) as e:
         M.preflight("kernelbench/level1/37", "full", None, "cuda:0")
@@ -361,3 +364,16 @@ def test_lend_budget_scales_with_the_device_between_its_bounds():
     slot = 256 << 20
     assert M.slot_count(slot, "cuda", 139 * GiB) == 17 and M.slot_count(slot, "cuda", 24 * GiB) == 4
     assert M.slot_count(slot, "cpu", 141 * GiB) == M.MIN_SLOTS
+
+
+def test_preflight_keeps_the_most_spares_that_fit_and_refuses_only_without_any(monkeypatch):
+    """A spare executor only saves start-up time: a plan that fits with fewer spares than the supervisor would
+    like gets fewer (and the supervisor keeps that many); the refusal reports what the size needs with none."""
+    fake_gpu(monkeypatch, H200_GIB)
+    monkeypatch.setattr(M, "host_budget_bytes", lambda: 256 * GiB)
+    assert M.preflight("kernelbench/level1/23", "full", None, "cuda").spares == M.default_spares("cuda")
+    assert M.preflight("kernelbench/level1/23", "full", None, "cuda", spares=5).spares == 5
+    with pytest.raises(M.MemoryPlanError) as e:
+        M.preflight("kernelbench/level1/39", "full", None, "cuda")
+    none = M.plan_for_device("kernelbench/level1/39", "full", None, "cuda", 0)
+    assert f"needs {none.required_bytes / GiB:.1f} GiB" in str(e.value)
