@@ -24,7 +24,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import Series, TimingPlan, flush_l2, median_ci, time_block
+from kbenv.sandbox.timing import Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
 
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
 N_SAMPLES = 4096
@@ -272,11 +272,12 @@ class Evaluation:
         t0 = time.monotonic()
         plan: TimingPlan = sup.timing_plan
         deadline = Deadline("timing", sup.limits["timing_s"])
-        cand = Series("candidate")
-        series = {name: Series(name) for name in bases}
+        n = len(self.layout.slots)
+        overhead = sup.baselines.overhead_s  # the least fence cost measured so far (trusted processes only)
+        cand = Series("candidate", calls=n, overhead_s=overhead)
+        series = {name: Series(name, calls=n, overhead_s=overhead) for name in bases}
         replay: list = []
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
-        n = len(self.layout.slots)
         t_budget = time.monotonic() + plan.budget_s
         rounds = 0
         try:
@@ -298,13 +299,16 @@ class Evaluation:
                     flush_l2(self.device)
                     if name == "candidate":
                         sup.fence.release(self.lease.proc)
-                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1),
-                                              sup.baselines.overhead_s)
+                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
                         replay += self._recheck(seeds, rng, r)
                     else:
                         per_call = self._baseline_block(name, lease)
                     if r >= plan.warmup_rounds:
-                        (cand if name == "candidate" else series[name]).per_call_s.append(per_call)
+                        (cand if name == "candidate" else series[name]).raw_s.append(per_call)
+                if self.device.type == "cuda":  # the fence's cost again, under this round's machine state
+                    overhead = min(overhead, fence_overhead(next(iter(bases.values())), sup.fence, repeats=3))
+                    for s in (cand, *series.values()):
+                        s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     if rounds >= plan.min_rounds and (self._ratio(cand, series)[1] <= plan.target_rel_ci
@@ -318,7 +322,8 @@ class Evaluation:
         res.baseline = {"best": best.name, "best_ms": best.median_ms, "paired": True,
                         **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "rounds": rounds, "calls_per_block": n,
-                       "fence_overhead_ms": round(1e3 * sup.baselines.overhead_s, 4),
+                       "fence_overhead_ms": round(1e3 * overhead, 4),
+                       "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
                        "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
                                                 for s in series.values()},
                        "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
@@ -332,8 +337,7 @@ class Evaluation:
         except running out of device memory, which is judged like any OOM of the trusted side while a candidate
         is alive (the candidate's ``oom`` if killing it frees the memory)."""
         try:
-            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0,
-                              self.sup.baselines.overhead_s)
+            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
         except CandidateFault as f:
             if f.category == "oom":
                 raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None

@@ -192,3 +192,14 @@ def test_time_below_the_floor_fails_at_every_size(supervisor):
         assert any(not c.passed and c.category == "impossible_speed" for c in checks)
         ok = timing_checks({"median_ms": floor * 2, "floor_ms": floor, "replay_checks": [], "speedup": 1.0})
         assert all(c.passed for c in ok)
+
+
+def test_the_fence_cost_removed_is_the_least_measured_and_at_most_half_a_block():
+    """A block's per-call time loses the fence's fixed cost over its calls, never more than half of it, and the
+    figure removed can be lowered after the blocks were timed (the timing phase re-measures it on a trusted
+    process every round, cuda only, and removes the least figure from every block)."""
+    from kbenv.sandbox.timing import Series
+    s = Series("candidate", raw_s=[1.0e-3, 0.2e-3], calls=4, overhead_s=2.0e-3)  # 0.5 ms per call of fence
+    assert s.per_call_s == pytest.approx([0.5e-3, 0.1e-3])  # the short block keeps half of itself
+    s.overhead_s = 0.4e-3
+    assert s.per_call_s == pytest.approx([0.9e-3, 0.1e-3])
