@@ -135,7 +135,7 @@ class Supervisor:
         memory_limit_bytes: the executor's host memory limit (address space on cpu; data segment on cuda
             when ``host_memory_cap``).
         secret: bytes every seed is derived from; random by default.
-        keep_spare / spares: clean executors kept started ahead of the next evaluation (default 2 on cuda,
+        keep_spare / spares: clean executors kept started ahead of the next evaluation (default 3 on cuda,
             1 on cpu).
         fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
             kept across evaluations measured slower after its first one on the H200).
@@ -178,8 +178,8 @@ class Supervisor:
         if self.fresh_baselines:
             self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts
         self.peaks = self._peaks()
-        # Each evaluation takes two executors (the candidate's and the decoy's): on cuda two spares keep both
-        # started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s on the H200 machine).
+        # Each evaluation takes two executors (the candidate's and the decoy's); memplan.default_spares says why
+        # cuda keeps three started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s there).
         n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 
