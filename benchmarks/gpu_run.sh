@@ -48,7 +48,7 @@ for stage in "$@"; do
              for g in ${ROLLOUT_GPUS:-2 1}; do
                L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
                timeout $L python3 "$R/benchmarks/gpubusy.py" -- python3 -m kbenv.cli rollout --policy known-good \
-                 --problems $P --gpus $g --spares ${SPARES:-0} --out /tmp/run-good-$g --no-progress \
+                 --problems $P --gpus $g --spares ${SPARES:-0} --size ${ROLLOUT_SIZE:-largest} --out /tmp/run-good-$g --no-progress \
                  > "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
                python3 -m kbenv.cli export /tmp/run-good-$g "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1

@@ -60,7 +60,8 @@ class RolloutConfig:
     device: str = "auto"
     """auto, cuda or cpu"""
     size: str = "auto"
-    """small, full or auto (full on cuda, small on cpu)"""
+    """small, medium, full, auto (full on cuda, small on cpu) or largest (per problem, the largest size whose
+    memory plan fits the device: on an H200, medium for the 4 problems whose full size does not fit)"""
     precision: str = ""
     """fp32 or bf16 ('' = each problem's default)"""
     backend: str = "triton"
@@ -149,7 +150,8 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
         if limits:
             config["limits"] = limits
         device = _step.resolve_device(cfg.device)
-        _step.preflight(problems, _step.resolve_size(cfg.size, device), cfg.precision or None, device)
+        if cfg.size != "largest":  # "largest" picks a size that fits per problem (in _run)
+            _step.preflight(problems, _step.resolve_size(cfg.size, device), cfg.precision or None, device)
         pool = EvaluatorPool(n=cfg.evaluators or cfg.gpus or None, device=device, address=cfg.address or None,
                              config=config or None)
     try:
@@ -157,6 +159,20 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
     finally:
         if own_pool:
             pool.close()
+
+
+def _sizes(cfg: RolloutConfig, problems: list[str], device: str) -> dict[str, str]:
+    """Each problem's size tier: ``cfg.size``, or with ``largest`` the largest one whose memory plan fits the
+    device (a problem that fits at no size is refused with the plan's one-line message)."""
+    if cfg.size != "largest":
+        return {pid: cfg.size for pid in problems}
+    out = {}
+    for pid in problems:
+        size = _step.largest_size(pid, cfg.precision or None, device)
+        if size is None:
+            _step.preflight([pid], "small", cfg.precision or None, device)  # raises MemoryPlanError, one line
+        out[pid] = size
+    return out
 
 
 def _run(cfg: RolloutConfig, pool, policy, problems: list[str], run_dir: Path) -> Path:
@@ -167,12 +183,13 @@ def _run(cfg: RolloutConfig, pool, policy, problems: list[str], run_dir: Path) -
     if "run_id" not in meta:
         write_metadata(run_dir, {"run_id": run_id})
     done = completed_keys(run_dir, EPISODE_KEY, done_field="episode_done") if cfg.resume else set()
+    sizes = _sizes(cfg, problems, _step.device_type(pool))
     episodes = []
     for pid in problems:
         for ep in range(cfg.episodes):
             if (pid, ep, 0) in done:
                 continue
-            env = KernelEnv(problems=[pid], backend=cfg.backend, max_turns=cfg.turns, size=cfg.size,
+            env = KernelEnv(problems=[pid], backend=cfg.backend, max_turns=cfg.turns, size=sizes[pid],
                             precision=cfg.precision or None, reward_fn=cfg.reward, profile=cfg.profile or None,
                             evaluator=pool, chat=cfg.chat)
             obs, _ = env.reset(seed=ep, options={"problem_id": pid})

@@ -121,3 +121,29 @@ def test_a_policy_that_raises_stops_the_run_as_policy_failed_never_as_a_reward(t
                                   progress=False, device="cpu"), pool=pool, policy=Down())
     assert isinstance(e.value.__cause__, PolicyError) and pool.requests == []
     assert read_records(tmp_path / "r") == []
+
+
+def test_size_largest_evaluates_each_problem_at_the_largest_size_its_plan_fits(tmp_path, monkeypatch):
+    """``--size largest``: a problem whose full size does not fit runs at the size that does, the others at full;
+    a problem that fits at no size is refused with the plan's one-line message before any evaluation."""
+    import pytest
+
+    import kbenv.rollout as rollout
+    from kbenv.sandbox.memplan import MemoryPlanError
+    fits = {"kernelbench/level1/19": "medium", "kernelbench/level1/21": "small"}  # each fits this machine
+    monkeypatch.setattr(rollout._step, "largest_size", lambda pid, precision, device: fits.get(pid))
+    pool = FakePool()
+    run_rollout(RolloutConfig(problems=",".join(fits), turns=1, size="largest", out=str(tmp_path / "r"),
+                              progress=False, device="cpu"), pool=pool, policy=_Scripted([GOOD]))
+    assert {r.problem: r.size for r in pool.requests} == fits
+    assert {r["problem"]: r["size"] for r in read_records(tmp_path / "r")} == fits
+
+    def none_fits(ids, size, precision, device):
+        raise MemoryPlanError("kernelbench/level1/23 at --size small (fp32) needs 9.0 GiB: no size of it fits this device",
+                              None, None)
+    monkeypatch.setattr(rollout._step, "preflight", none_fits)
+    pool = FakePool()
+    with pytest.raises(MemoryPlanError, match="no size of it fits"):
+        run_rollout(RolloutConfig(problems="kernelbench/level1/23", turns=1, size="largest", out=str(tmp_path / "s"),
+                                  progress=False, device="cpu"), pool=pool, policy=_Scripted([GOOD]))
+    assert pool.requests == []
