@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
-
 import threading
+import time
+import weakref
 
 from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.process import ExecutorProcess, proc_state
@@ -104,12 +104,14 @@ class ProcessLockFence(StopFence):
         super().__init__(device)
         self.lib = lib or _driver()
         self._locked: dict[int, list] = {}
-        self._known: dict[int, dict] = {}
+        # per executor (weakly: an id() is reused once its object is gone, and a new executor must not inherit
+        # an old one's pids)
+        self._known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _cuda_pids(self, p: ExecutorProcess) -> list[int]:
         """Host pids of the executor's processes that loaded the CUDA driver, scanned once per process tree
         member (reading a torch process's maps costs milliseconds: never inside a timed block)."""
-        known = self._known.setdefault(id(p), {})
+        known = self._known.setdefault(p, {})
         for pid in p._tree():
             if pid not in known:
                 known[pid] = self._has_cuda(pid)

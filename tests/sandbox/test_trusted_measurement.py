@@ -203,3 +203,27 @@ def test_the_fence_cost_removed_is_the_least_measured_and_at_most_half_a_block()
     assert s.per_call_s == pytest.approx([0.5e-3, 0.1e-3])  # the short block keeps half of itself
     s.overhead_s = 0.4e-3
     assert s.per_call_s == pytest.approx([0.9e-3, 0.1e-3])
+
+
+def test_the_lock_fence_forgets_an_executor_once_it_is_gone(monkeypatch):
+    """The lock fence caches which of an executor's processes loaded CUDA. The cache must go with the executor:
+    keyed by ``id()``, a later executor given the same id would have inherited the old one's pids to lock."""
+    import gc
+
+    from kbenv.sandbox.fence import ProcessLockFence
+
+    class Proc:
+        def __init__(self, pids):
+            self.pids = pids
+
+        def _tree(self):
+            return self.pids
+
+    monkeypatch.setattr(ProcessLockFence, "_has_cuda", staticmethod(lambda pid: True))
+    fence = ProcessLockFence(lib=object())
+    a = Proc([101, 102])
+    assert sorted(fence._cuda_pids(a)) == [101, 102]
+    del a
+    gc.collect()
+    assert len(fence._known) == 0
+    assert fence._cuda_pids(Proc([201])) == [201]
