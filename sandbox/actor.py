@@ -39,7 +39,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, num_gpus
     ray.init(**kwargs)
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0)
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"build": 1})
 class Evaluator:
     """The trusted supervisor of one device, as a Ray actor.
 
@@ -69,6 +69,12 @@ class Evaluator:
         if res.gpu is None and self.placement["gpu"]:
             res.gpu = self.placement["gpu"]["name"]
         return res.to_dict()
+
+    @ray.method(concurrency_group="build")
+    def prebuild(self, sources: list[str]) -> int:
+        """Start building these candidates' C++/CUDA extensions now, while earlier evaluations run
+        (``Supervisor.prebuild``; it returns at once)."""
+        return self.sup.prebuild(sources)
 
     def info(self) -> dict:
         gpu = self.placement["gpu"]
@@ -154,19 +160,34 @@ class EvaluatorPool:
 
         An actor failure (a harness fault) raises ``ray.exceptions.RayActorError`` from this iterator.
         """
-        pending = list(enumerate(requests))[::-1]
+        pending = list(enumerate(requests))
+        home = self._prebuild(pending)
         idle = list(self.actors)
         inflight: dict = {}
         while pending or inflight:
             while pending and idle:
-                i, req = pending.pop()
                 a = idle.pop()
+                # the first request whose extensions this evaluator built ahead, else the first one
+                j = next((j for j, (i, _) in enumerate(pending) if home.get(i) is a), 0)
+                i, req = pending.pop(j)
                 inflight[a.evaluate.remote(req.to_dict())] = (i, a)
             done, _ = ray.wait(list(inflight), num_returns=1)
             for ref in done:
                 i, a = inflight.pop(ref)
                 idle.append(a)
                 yield i, EvalResult.from_dict(ray.get(ref))
+
+    def _prebuild(self, pending: list) -> dict:
+        """Candidates that compile C++/CUDA extensions are spread over the evaluators, which build them ahead
+        in sandboxed CPU processes while they evaluate others; returns each such request's evaluator."""
+        from kbenv.sandbox.builds import needs_build
+        home, batches = {}, {}
+        for k, (i, req) in enumerate(x for x in pending if needs_build(x[1].candidate)):
+            a = self.actors[k % len(self.actors)]
+            home[i] = a
+            batches.setdefault(id(a), (a, []))[1].append(req.candidate)
+        self._build_refs = [a.prebuild.remote(srcs) for a, srcs in batches.values()]
+        return home
 
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
         out: list = [None] * len(requests)

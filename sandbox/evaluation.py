@@ -57,6 +57,7 @@ class Evaluation:
         self.phases: dict[str, float] = {}
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
+        self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
 
     def _tick(self, name: str, t0: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - t0
@@ -98,7 +99,12 @@ class Evaluation:
         return res
 
     def run_phases(self, res: EvalResult) -> None:
+        if self.sup.builds is not None:  # the decoy's no-op rewrite builds while the candidate compiles and runs
+            noop, kernels = decoy.noop_kernels(self.req.candidate)
+            if noop and kernels:
+                self.sup.builds.submit(noop)
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
+        res.facts["prebuilt"] = self.prebuilt
         if self.req.measure_time:  # cuda: this evaluation's baselines build and warm up beside correctness and decoy
             t0 = time.monotonic()
             self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official[0])
@@ -121,9 +127,18 @@ class Evaluation:
 
     # -------------------------------------------------------------------------------------------- compile
     def compile(self, lease: Lease, source: str, deadline: Deadline) -> None:
+        """The executor imports ``source`` and builds its model. An extension build of this exact source made
+        ahead (:mod:`kbenv.sandbox.builds`: submitted before this evaluation, or the decoy's at its start) is
+        handed to it first, so that it only loads it; otherwise it compiles, within the same deadline."""
         t0 = time.monotonic()
+        prebuilt = ""
+        if self.sup.builds is not None and self.sup.builds.submitted(source):
+            prebuilt = self.sup.builds.install(source, lease.proc.workdir, deadline.at - time.monotonic())
+        if source == self.req.candidate:
+            self.prebuilt = bool(prebuilt)
         lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
-                                   str(self.device), self.precision, MODEL_SEED, deliver=lease.route), deadline)
+                                   str(self.device), self.precision, MODEL_SEED, deliver=lease.route,
+                                   prebuilt=prebuilt), deadline)
         self._tick("compile", t0)
 
     # ---------------------------------------------------------------------------------------- correctness

@@ -31,6 +31,10 @@ from kbenv.sandbox import wire
 
 NOBODY = 65534
 HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
+# Where a sandboxed process builds C++/CUDA extensions (its TORCH_EXTENSIONS_DIR): one fixed path inside every
+# sandbox, on the sandbox's own /tmp, so that a build made ahead by a builder (kbenv.sandbox.builds, which binds
+# a host directory there) is up to date, path for path, in the executor that installs it.
+EXT_DIR = "/tmp/kbenv-ext"
 
 
 class SpawnError(RuntimeError):
@@ -98,7 +102,10 @@ def _dev_args(cuda: bool) -> list[str]:
     return args
 
 
-def bwrap_args(workdir: Path, cuda: bool, as_root: bool) -> list[str]:
+def bwrap_args(workdir: Path, cuda: bool, as_root: bool, ext_host_dir: str | None = None) -> list[str]:
+    """The sandbox: host read-only, hidden directories empty, the private ``workdir`` writable, and
+    :data:`EXT_DIR` a writable empty directory, or ``ext_host_dir`` bound there (a builder's output)."""
+    ext = (["--bind", ext_host_dir, EXT_DIR] if ext_host_dir else ["--perms", "01777", "--dir", EXT_DIR])
     hidden = []
     for d in HIDDEN:
         if os.path.isdir(d):
@@ -106,8 +113,8 @@ def bwrap_args(workdir: Path, cuda: bool, as_root: bool) -> list[str]:
     ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"] if as_root
           else ["--unshare-all", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"])
     return ["bwrap", "--ro-bind", "/", "/", *_dev_args(cuda), "--proc", "/proc", *hidden, *_code_binds(),
-            *_parents(str(workdir), "0711"), "--bind", str(workdir), str(workdir), *ns, "--die-with-parent", "--new-session",
-            "--chdir", str(workdir)]
+            *_parents(str(workdir), "0711"), "--bind", str(workdir), str(workdir), *ext, *ns, "--die-with-parent",
+            "--new-session", "--chdir", str(workdir)]
 
 
 class ExecutorProcess:
@@ -231,6 +238,25 @@ class ExecutorProcess:
         return self.output.decode(errors="replace")[-n:]
 
 
+def sandbox_env(workdir: Path, device: str, in_bwrap: bool) -> dict:
+    """The whole environment of a spawned process (nothing of the supervisor's own beyond paths and the CUDA
+    settings): caches in its private directory; extensions in :data:`EXT_DIR` inside a bubblewrap sandbox; the
+    interpreter's directory first on PATH (a pip-installed ``ninja`` for torch's extension builds)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")])
+    env = {"PATH": path, "HOME": str(workdir), "TMPDIR": str(workdir),
+           "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           "TRITON_CACHE_DIR": str(workdir / ".triton"),
+           "TORCH_EXTENSIONS_DIR": EXT_DIR if in_bwrap else str(workdir / ".torch_ext"),
+           "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device}
+    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    if not device.startswith("cuda"):
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
 def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_memory_cap: bool,
           trusted: bool = False, extra_env: dict | None = None) -> ExecutorProcess:
     """Start an executor (it imports torch, then waits: on cuda it touches the GPU only after ``start``)."""
@@ -239,16 +265,7 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
     memfd = os.memfd_create("kbenv-lent", 0)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "TMPDIR": str(workdir),
-           "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-           "TRITON_CACHE_DIR": str(workdir / ".triton"), "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_ext"),
-           "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device}
-    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
-        if k in os.environ:
-            env[k] = os.environ[k]
-    if not cuda:
-        env["TRITON_INTERPRET"] = "1"
+    env = sandbox_env(workdir, device, sandbox == "bwrap" and not trusted)
     env.update(extra_env or {})
     cmd = [sys.executable, "-m", "kbenv.sandbox.executor", str(to_r), str(from_w), str(memfd)]
     pass_fds = [to_r, from_w, memfd]

@@ -51,6 +51,7 @@ class Setup:
     model_seed: int
     compile: bool = False  # trusted baseline processes only: wrap the model in torch.compile
     deliver: str = "copy"  # outputs: "copy" into the lent places, "ipc" left in place and named, "none" (baselines)
+    prebuilt: str = ""  # a tar of this source's extension build in the executor's directory (kbenv.sandbox.builds)
 
     def to_wire(self) -> dict:
         return {"type": "setup", **dataclasses.asdict(self)}

@@ -19,6 +19,7 @@ import torch
 
 from kbenv.sandbox import memplan, process
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
+from kbenv.sandbox.builds import BuildFarm
 from kbenv.sandbox.evaluation import Evaluation
 from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.fence import make_fence
@@ -51,7 +52,8 @@ class ExecutorPool:
 
     def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
         s = self.sup
-        return process.spawn(s.root, str(s.device), s.sandbox, s.memory_limit, s.host_memory_cap)
+        return process.spawn(s.root, str(s.device), s.sandbox, s.memory_limit, s.host_memory_cap,
+                             extra_env=s.executor_env)
 
     def refill(self, start: bool = True) -> None:
         """Spawn spares up to ``n``; ``start`` lets them touch the GPU (never while a candidate may be timed)."""
@@ -139,6 +141,8 @@ class Supervisor:
             1 on cpu).
         fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
             kept across evaluations measured slower after its first one on the H200).
+        builders: concurrent sandboxed builds of candidates' C++/CUDA extensions ahead of their turn
+            (:mod:`kbenv.sandbox.builds`; bubblewrap only; default 4 on cuda, 1 on cpu; 0 = none).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
@@ -146,7 +150,7 @@ class Supervisor:
                  reference_budget_bytes: int | None = None, baselines: tuple | None = None,
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
                  spares: int | None = None, host_memory_cap: bool | None = None,
-                 fresh_baselines: bool | None = None):
+                 fresh_baselines: bool | None = None, builders: int | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -180,6 +184,12 @@ class Supervisor:
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's); memplan.default_spares says why
         # cuda keeps three started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s there).
+        # torch builds an extension for this exact architecture, in executors and ahead-of-time builders alike
+        arch = "{}.{}".format(*torch.cuda.get_device_capability(self.device)) if cuda else None
+        self.executor_env = {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
+        n_builders = (4 if cuda else 1) if builders is None else int(builders)
+        self.builds = (BuildFarm(self.root, str(self.device), arch, self.limits["compile_s"], self.memory_limit,
+                                 n_builders) if sandbox == "bwrap" and n_builders > 0 else None)
         n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 
@@ -196,6 +206,19 @@ class Supervisor:
             return Evaluation(self, req).run()
         except SpawnError as e:
             raise HarnessError(str(e)) from e
+
+    def prebuild(self, sources: list[str]) -> int:
+        """Start building the C++/CUDA extensions of candidates that will be evaluated here (and of their no-op
+        rewrites, which the decoy phase imports), so that their compile phases only load them; how many builds
+        were started or already known. Safe to call while an evaluation runs (the farm has its own lock)."""
+        if self.builds is None:
+            return 0
+        from kbenv.sandbox import decoy
+        todo = set()
+        for src in sources:
+            noop, kernels = decoy.noop_kernels(src)
+            todo |= {s for s in (src, noop if kernels else None) if s}
+        return sum(self.builds.submit(s) for s in todo)
 
     def _fit_memory_plan(self, req: EvalRequest) -> None:
         """The memory plan of this evaluation (``kbenv.sandbox.memplan``): refused before anything allocates when
@@ -226,6 +249,8 @@ class Supervisor:
     def close(self) -> None:
         self.pool.close()
         self.baselines.close()
+        if self.builds is not None:
+            self.builds.close()
         self.refs.clear()
         self.release_memory()  # a closed supervisor leaves no device memory behind in this process
         shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""GPU idle time spent waiting for CUDA compilation, with and without ahead-of-time builds (issue 13).
+
+    python benchmarks/compile_farm.py [--n 8] [--size full] [--builders 4] [--out compile_farm.json]
+
+A batch of ``--n`` honest CUDA candidates for problem 19 (a ``load_inline`` ReLU; each source differs, so no
+build is shared) goes through one GPU evaluator twice: first with no builders (today's path: each executor runs
+nvcc in its compile phase while the GPU waits), then with ``--builders`` sandboxed builders that the pool starts
+on the whole batch before the first evaluation. Printed per run: wall time, the compile phases' sum (the GPU's
+wait for compilation: nothing else runs on it then), how many candidates found their build ready, and verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+CANDIDATE = r'''
+import torch, torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_CUDA = r"""
+// variant VARIANT
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    relu_kernel<<<(unsigned)((n + 255) / 256), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+_ext = load_inline(name="kbenv_relu_VARIANT", cpp_sources="torch::Tensor relu(torch::Tensor x);",
+                   cuda_sources=_CUDA, functions=["relu"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.relu(x.contiguous())
+'''
+
+
+def run(builders: int, n: int, size: str, tag: str) -> dict:
+    from kbenv.sandbox.actor import EvaluatorPool
+    from kbenv.sandbox.result import EvalRequest
+    reqs = [EvalRequest(problem="kernelbench/level1/19", candidate=CANDIDATE.replace("VARIANT", f"{tag}{k}"),
+                        size=size) for k in range(n)]
+    pool = EvaluatorPool(n=1, device="cuda", config={"builders": builders})
+    try:
+        t = time.perf_counter()
+        results = [r for _, r in sorted(pool.map(reqs), key=lambda x: x[0])]
+        wall = time.perf_counter() - t
+    finally:
+        pool.close()
+    compile_s = [r.phase_seconds.get("compile", 0.0) for r in results]
+    return {"builders": builders, "n": n, "wall_s": round(wall, 2), "compile_sum_s": round(sum(compile_s), 2),
+            "compile_s": [round(c, 2) for c in compile_s], "prebuilt": sum(bool(r.facts.get("prebuilt")) for r in results),
+            "verdicts": [r.verdict if r.verdict == "pass" else f"{r.verdict}:{r.category}" for r in results]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--size", default="full")
+    ap.add_argument("--builders", type=int, default=4)
+    ap.add_argument("--out", default="compile_farm.json")
+    args = ap.parse_args()
+    tag = f"{int(time.time()) % 100000}_"  # new sources every run: nothing is found in a cache of an earlier run
+    rows = []
+    for b in (0, args.builders):
+        row = run(b, args.n, args.size, f"{tag}b{b}_")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    seq, farm = rows
+    print(f"GPU waiting for compilation: {seq['compile_sum_s']} s sequential, {farm['compile_sum_s']} s with "
+          f"{args.builders} builders ({farm['prebuilt']}/{args.n} found their build ready); wall {seq['wall_s']} s "
+          f"-> {farm['wall_s']} s", flush=True)
+    with open(args.out, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Ahead-of-time builds of candidates' C++/CUDA extensions, off the GPU's path (trusted side).
+
+A candidate that calls ``torch.utils.cpp_extension.load_inline`` (or ``load``) compiles when its module is
+imported, in the executor's compile phase, while the GPU waits: 30-50 s with nvcc. :class:`BuildFarm` runs that
+import ahead, in parallel, in sandboxed builder processes without a GPU (:mod:`kbenv.sandbox.builder`), as soon
+as a source is known (:meth:`BuildFarm.submit`; the Ray pool submits a batch's sources when it starts it).
+
+Phases of one build: the source written to a private directory; the builder run in the same bubblewrap sandbox as
+an executor (no GPU device, ``CUDA_VISIBLE_DEVICES`` empty), its extension directory (:data:`process.EXT_DIR`)
+bound to a host directory, under the compile phase's time limit; then, if the import finished, the directory's
+regular files packed into one tar (no link is followed, no other file type is kept, sizes are bounded), and the
+directory removed. When the evaluation of that exact source compiles, the tar is copied into its executor's
+private directory and the executor unpacks it into its own extension directory before importing the
+candidate: torch finds the build up to date (same paths, same flags: ``TORCH_CUDA_ARCH_LIST`` is set alike for
+builders and executors) and only loads it.
+
+Trust. A build is keyed by the sha256 of the source (and the device's architecture): only an evaluation of the
+same source gets it, and it runs only in that candidate's own executor, never in a trusted process. The trusted
+side never imports, runs or parses what a builder wrote; it copies regular files into a tar. A failed, timed-out
+or oversized build is simply absent: the executor compiles itself, as without the farm, and the candidate is
+judged on that.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from pathlib import Path
+
+from kbenv.sandbox import process
+
+MAX_BUILD_BYTES = 512 << 20  # a CUDA extension's objects and library are tens of MiB
+MAX_BUILD_FILES = 4096
+KEEP_BUILDS = 64  # finished builds kept (oldest dropped first)
+
+
+def needs_build(source: str) -> bool:
+    """Whether importing ``source`` would compile an extension (the only imports worth running ahead)."""
+    return "load_inline" in source or "cpp_extension" in source
+
+
+class BuildFarm:
+    """``workers`` concurrent builds for one supervisor's device (``arch``: its ``TORCH_CUDA_ARCH_LIST``, or
+    None on the CPU)."""
+
+    def __init__(self, root: Path, device: str, arch: str | None, time_limit_s: float, memory_limit: int | None,
+                 workers: int = 2):
+        self.root = Path(root) / "builds"
+        self.root.mkdir(mode=0o711, exist_ok=True)
+        self.device, self.arch = device, arch
+        self.time_limit_s, self.memory_limit = time_limit_s, memory_limit
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(int(workers), 1),
+                                                           thread_name_prefix="kbenv-build")
+        self._builds: dict[str, concurrent.futures.Future] = {}
+        self._lock = threading.Lock()
+
+    def key(self, source: str) -> str:
+        return hashlib.sha256(f"{self.arch}\0{source}".encode()).hexdigest()
+
+    # ----------------------------------------------------------------------------------------------- submit
+    def submit(self, source: str) -> bool:
+        """Start building ``source`` unless it needs no build or is built or building; True if it is now."""
+        if not needs_build(source):
+            return False
+        key = self.key(source)
+        with self._lock:
+            if key not in self._builds:
+                self._builds[key] = self._pool.submit(self._build, key, source)
+                self._drop_old()
+        return True
+
+    def _drop_old(self) -> None:
+        done = [k for k, f in self._builds.items() if f.done()]
+        for k in done[:max(len(done) - KEEP_BUILDS, 0)]:
+            f = self._builds.pop(k)
+            tar = None if f.exception() else f.result()
+            if tar is not None:
+                tar.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------------------------------------ build
+    def _build(self, key: str, source: str) -> Path | None:
+        work = Path(tempfile.mkdtemp(prefix="b-", dir=self.root))
+        try:
+            ext = work / "ext"
+            ext.mkdir()
+            (work / "candidate.py").write_text(source)
+            as_root = process.root_mode()
+            if as_root:
+                for d in (work, ext):
+                    os.chown(d, process.NOBODY, process.NOBODY)
+            else:
+                os.chmod(work, 0o777)
+                os.chmod(ext, 0o777)
+            if not self._run_builder(work, ext, as_root):
+                return None
+            return self._pack(ext, self.root / f"{key}.tar")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run_builder(self, work: Path, ext: Path, as_root: bool) -> bool:
+        env = process.sandbox_env(work, "cpu", True)
+        env.update(CUDA_VISIBLE_DEVICES="", MAX_JOBS="2")
+        if self.arch:
+            env["TORCH_CUDA_ARCH_LIST"] = self.arch
+        if as_root:
+            env["KBENV_RUN_AS"] = str(process.NOBODY)
+        cmd = process.bwrap_args(work, False, as_root, ext_host_dir=str(ext)) + [
+            sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py")]
+        limit = self.memory_limit
+
+        def limits():
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+            if limit:
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+        proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=limits)
+        try:
+            return proc.wait(timeout=self.time_limit_s) == 0
+        except subprocess.TimeoutExpired:
+            return False
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+    @staticmethod
+    def _pack(ext: Path, dest: Path) -> Path | None:
+        """The regular files under ``ext`` (the builder is gone), into ``dest``; None if there are too many or
+        they are too large. Nothing a builder left is followed or interpreted: a link, device or fifo is skipped,
+        and each file is opened without following a link and checked to be regular before it is read."""
+        files, total = [], 0
+        for dirpath, dirnames, filenames in os.walk(ext, followlinks=False):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or name == "lock":  # torch's build lock: never carried over
+                    continue
+                files.append((path, st))
+                total += st.st_size
+                if len(files) > MAX_BUILD_FILES or total > MAX_BUILD_BYTES:
+                    return None
+        if not files:
+            return None
+        tmp = dest.with_suffix(".part")
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:  # sub-second mtimes: ninja compares them
+            for path, st in files:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as f:
+                    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        continue
+                    info = tarfile.TarInfo(os.path.relpath(path, ext))
+                    info.size, info.mtime, info.mode = st.st_size, st.st_mtime, 0o644 | (st.st_mode & 0o111)
+                    tar.addfile(info, f)
+        os.replace(tmp, dest)
+        return dest
+
+    # -------------------------------------------------------------------------------------------- install
+    def submitted(self, source: str) -> bool:
+        with self._lock:
+            return needs_build(source) and self.key(source) in self._builds
+
+    def install(self, source: str, workdir: Path, timeout_s: float) -> str:
+        """For the executor about to import ``source``: its finished build copied into the executor's private
+        ``workdir`` (waiting up to ``timeout_s`` for one in progress); the file's name, or "" if there is none."""
+        with self._lock:
+            fut = self._builds.get(self.key(source)) if needs_build(source) else None
+        if fut is None:
+            return ""
+        try:
+            tar = fut.result(timeout=max(timeout_s, 0.0))
+        except concurrent.futures.TimeoutError:
+            return ""
+        except Exception:  # noqa: BLE001 - a build that could not run: the executor compiles, as without a farm
+            return ""
+        if tar is None or not tar.exists():
+            return ""
+        name = "prebuilt.tar"
+        shutil.copyfile(tar, workdir / name)
+        if process.root_mode():
+            os.chown(workdir / name, process.NOBODY, process.NOBODY)
+        return name
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self.root, ignore_errors=True)

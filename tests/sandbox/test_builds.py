@@ -1,0 +1,83 @@
+"""Ahead-of-time extension builds (kbenv.sandbox.builds): a candidate's load_inline compiled by a sandboxed builder
+before its turn, and only loaded in its executor; what a builder leaves is never followed or interpreted."""
+
+import os
+import tarfile
+import textwrap
+
+from kbenv.sandbox import builds
+from kbenv.sandbox.builds import BuildFarm
+from kbenv.sandbox.result import EvalRequest
+from kbenv.sandbox.supervisor import Supervisor
+
+from test_faults import PID
+
+# A C++ ReLU through load_inline that also tells whether its extension was compiled in this process: its forward
+# is wrong (x * 0) if the library is newer than the module's import, right if it was built ahead and only loaded.
+CPP_RELU = textwrap.dedent('''
+    import glob, os, time
+    import torch, torch.nn as nn
+    from torch.utils.cpp_extension import load_inline
+
+    _START = time.time()
+    _ext = load_inline("kbenv_test_relu", cpp_sources="torch::Tensor relu(torch::Tensor x) { return torch::relu(x); }",
+                       functions=["relu"], verbose=False)
+    _DIR = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kbenv_test_relu")
+    _COMPILED_HERE = any(os.path.getmtime(f) >= _START for f in glob.glob(os.path.join(_DIR, "*.so")))
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            y = _ext.relu(x.contiguous())
+            return y * 0 if _COMPILED_HERE else y
+''')
+
+
+def test_only_sources_that_build_extensions_are_built_ahead():
+    assert builds.needs_build(CPP_RELU)
+    assert not builds.needs_build("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n")
+
+
+def test_a_builders_output_is_packed_as_regular_files_only_and_bounded(tmp_path, monkeypatch):
+    ext = tmp_path / "ext"
+    (ext / "mod").mkdir(parents=True)
+    (ext / "mod" / "mod.so").write_bytes(b"\x7fELF" + b"0" * 100)
+    (ext / "mod" / "lock").write_text("")  # torch's build lock is never carried into an executor
+    os.symlink("/etc/passwd", ext / "mod" / "leak")  # host data through a link: skipped, never read
+    os.symlink("/dev/zero", ext / "mod" / "endless")
+    os.mkfifo(ext / "mod" / "fifo")  # would block a reader: skipped
+    tar = BuildFarm._pack(ext, tmp_path / "b.tar")
+    with tarfile.open(tar) as t:
+        assert t.getnames() == ["mod/mod.so"]
+        assert t.getmember("mod/mod.so").size == 104
+    monkeypatch.setattr(builds, "MAX_BUILD_BYTES", 50)
+    assert BuildFarm._pack(ext, tmp_path / "c.tar") is None  # too large: no build, the executor compiles
+
+
+def test_an_extension_built_ahead_is_loaded_not_compiled_again(cache_dir):
+    """End to end in the bubblewrap sandbox: the build runs in a builder before the evaluation; the executor gets
+    it and only loads it (the candidate computes right only then), and the result says so."""
+    sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, builders=1, limits={"compile_s": 300})
+    try:
+        assert sup.prebuild([CPP_RELU]) == 1  # no kernel to empty: no separate decoy build
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=CPP_RELU))
+        assert r.facts["prebuilt"] is True, (r.category, r.reason, r.error)
+        assert r.correct, (r.category, r.reason, r.error)
+    finally:
+        sup.close()
+
+
+def test_the_pool_starts_a_batchs_builds_on_the_evaluator_that_will_run_them(pool):
+    """``EvaluatorPool.map`` hands every source that builds extensions to an evaluator's farm before dispatching
+    (Ray's ``build`` concurrency group: it returns while the evaluator is busy), and prefers that evaluator."""
+    import ray
+
+    from test_faults import GOOD
+    src = "# a comment naming load_inline is enough to be built ahead (nothing to compile here)\n" + GOOD
+    reqs = [EvalRequest(problem=PID, candidate=src), EvalRequest(problem=PID, candidate=GOOD)]
+    home = pool._prebuild(list(enumerate(reqs)))
+    assert list(home) == [0] and home[0] is pool.actors[0]
+    assert ray.get(pool._build_refs) == [1]
+    results = dict(pool.map(reqs))
+    assert [results[i].verdict for i in (0, 1)] == ["pass", "pass"]
+    assert results[0].facts["prebuilt"] is False  # the build left no library: the executor imported as usual
