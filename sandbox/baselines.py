@@ -140,6 +140,8 @@ class BaselineExecutors:
                 lease.send_setup(protocol.Setup(st.problem.source, st.problem.overrides(st.size), "",
                                                 str(self.sup.device), st.precision, MODEL_SEED,
                                                 compile=kind == "compile", deliver=lease.route), "baseline setup")
+            if not self.fresh:  # kept per problem: the next problem's processes import torch meanwhile
+                self.spawn_ahead()
         except CandidateFault as f:
             self.close()
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None

@@ -269,7 +269,8 @@ class Evaluation:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
         sup.release_memory()
-        sup.pool.join()  # the decoy's executor has exited (a dying CUDA context must not share the GPU with timing)
+        sup.pool.join(wait=self.device.type == "cuda")  # the decoy's executor has exited (cuda: a dying CUDA
+        # context must not share the GPU with timing; the CPU's times earn no credit)
         sup.baselines.join()  # and an earlier evaluation's baseline processes
         paused = sup.pool.pause_spares()
         try:

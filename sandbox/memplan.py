@@ -515,12 +515,14 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
 
 
 def default_spares(device_type: str) -> int:
-    """Clean executors a supervisor keeps started ahead by default: on cuda three, one on the CPU. An evaluation
+    """Clean executors a supervisor keeps started ahead by default: on cuda three, two on the CPU. An evaluation
     takes two (the candidate's and the decoy's), and the ones started in their place when it ends need 1-2 s for
     their CUDA contexts: with two spares the next evaluation waited that long for its executor (1.3-1.8 s per
-    evaluation in back-to-back H200 rollouts), with three one has been ready for a whole evaluation. A plan
-    without room for them keeps fewer (:func:`preflight`)."""
-    return 3 if device_type == "cuda" else 1
+    evaluation in back-to-back H200 rollouts), with three one has been ready for a whole evaluation. On the CPU
+    (no context to create) two cover both executors of an evaluation: with one, the decoy's was started on demand
+    (2 s of each evaluation on the 2-core CI machine). A plan without room for them keeps fewer
+    (:func:`preflight`)."""
+    return 3 if device_type == "cuda" else 2
 
 
 def plan_for_device(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,

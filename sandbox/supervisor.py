@@ -72,7 +72,7 @@ class ExecutorPool:
             self.spares.pop().kill()
 
     def take(self) -> process.ExecutorProcess:
-        self.join()
+        self.join(wait=self.sup.device.type == "cuda")  # a dying CUDA context still holds device memory
         p = self.spares.pop(0) if self.spares else self._spawn()
         try:
             process.await_ready(p, self.sup.limits["spawn_s"])
@@ -103,12 +103,20 @@ class ExecutorPool:
         t.start()
         self._reapers.append((t, lease))
 
-    def join(self) -> None:
+    def join(self, wait: bool = True) -> None:
+        """Finish reaping disposed executors: all of them (``wait``), or those already gone. A reaping that
+        failed (a process that survived) is raised here either way. On the CPU nothing waits: a killed sandbox's
+        namespace takes about 2 s to empty on the CI machine, and no device memory or timing depends on it."""
+        keep = []
         while self._reapers:
             t, lease = self._reapers.pop()
+            if not wait and t.is_alive():
+                keep.append((t, lease))
+                continue
             t.join()
             if lease is not None:
                 lease.close()  # its region, on the supervisor's thread once the process is gone
+        self._reapers = keep
         if self._errors:
             err = self._errors.pop()
             self._errors.clear()
@@ -138,7 +146,7 @@ class Supervisor:
             when ``host_memory_cap``).
         secret: bytes every seed is derived from; random by default.
         keep_spare / spares: clean executors kept started ahead of the next evaluation (default 3 on cuda,
-            1 on cpu).
+            2 on cpu; ``memplan.default_spares``).
         fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
             kept across evaluations measured slower after its first one on the H200).
         builders: concurrent sandboxed builds of candidates' C++/CUDA extensions ahead of their turn
