@@ -67,18 +67,23 @@ def root_mode() -> bool:
 
 def _code_binds() -> list[str]:
     """Read-only binds for the interpreter, its packages, kbenv's source and the CUDA libraries where they live
-    under a hidden directory (a clone or venv under /tmp or /root), which the sandbox replaces with an empty one."""
+    under a hidden directory (a clone or venv under /tmp or /root), which the sandbox replaces with an empty one.
+
+    Only code: the interpreter's prefixes, package directories on ``sys.path`` (``site-packages``,
+    ``dist-packages``), kbenv's own tree, PYTHONPATH, LD_LIBRARY_PATH and CUDA_HOME. Never a hidden directory
+    itself, and never an arbitrary ``sys.path`` entry: a Ray worker puts the driver's working directory there,
+    and with ``kbenv`` started from /tmp that bound the host's whole /tmp (read-only) into every sandbox."""
     import kbenv
     paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
              str(Path(kbenv.__file__).resolve().parents[1])}
-    paths |= {p for p in sys.path if p}
+    paths |= {p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")}
     for var in ("PYTHONPATH", "LD_LIBRARY_PATH"):
         paths |= {p for p in os.environ.get(var, "").split(os.pathsep) if p}
     if os.environ.get("CUDA_HOME"):
         paths.add(os.environ["CUDA_HOME"])
-    keep = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)
-                   and any(os.path.realpath(p) == h or os.path.realpath(p).startswith(h + "/") for h in HIDDEN)})
+    real = {os.path.realpath(p) for p in paths if os.path.isdir(p)}
+    keep = sorted({p for p in real if any(p.startswith(h + "/") for h in HIDDEN)})
     top = [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
     return [arg for p in top for arg in (*_parents(p), "--ro-bind", p, p)]
 

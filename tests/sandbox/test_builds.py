@@ -81,3 +81,4 @@ def test_the_pool_starts_a_batchs_builds_on_the_evaluator_that_will_run_them(poo
     results = dict(pool.map(reqs))
     assert [results[i].verdict for i in (0, 1)] == ["pass", "pass"]
     assert results[0].facts["prebuilt"] is False  # the build left no library: the executor imported as usual
+

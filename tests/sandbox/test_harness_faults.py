@@ -1,5 +1,6 @@
 """Faults of kbenv itself raise loudly; they never become a candidate failure or a low reward."""
 
+import os
 import time
 
 import pytest
@@ -221,3 +222,30 @@ def test_fewer_spares_while_the_memory_plan_has_room_for_fewer(cache_dir):
         assert sup.pool.n == 2
     finally:
         sup.close()
+
+
+def test_the_sandbox_binds_code_only_never_the_drivers_working_directory(monkeypatch, cache_dir):
+    """A Ray worker puts the driver's working directory on ``sys.path``; started from /tmp, that once bound the
+    host's whole /tmp into every sandbox (read-only). Only package directories are bound: a file planted in the
+    host's /tmp is not there for a candidate (which computes right only if it cannot read it)."""
+    import sys
+    import uuid
+
+    from kbenv.sandbox import process
+
+    secret = f"/tmp/kbenv-host-secret-{uuid.uuid4().hex}"
+    with open(secret, "w") as f:
+        f.write("token")
+    monkeypatch.setattr(sys, "path", ["/tmp", *sys.path])
+    try:
+        binds = process._code_binds()
+        assert "/tmp" not in [binds[i + 1] for i, a in enumerate(binds) if a == "--ro-bind"]
+        sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, builders=0)
+        try:
+            peek = with_forward(f"import os\nif os.path.exists({secret!r}):\n    return x * 0\n")
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=peek))
+            assert r.correct, (r.category, r.reason, r.error)
+        finally:
+            sup.close()
+    finally:
+        os.unlink(secret)
