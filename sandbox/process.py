@@ -178,7 +178,9 @@ class ExecutorProcess:
 
     def signal_kill(self) -> None:
         """SIGKILL the process and every process of its namespace now, without waiting."""
-        for pid in self._tree() if self.proc.poll() is None else (pids_in_namespace(self.pid_ns) if self.pid_ns else []):
+        now = _boot_ticks()
+        for pid in (self._tree() if self.proc.poll() is None
+                    else pids_in_namespace(self.pid_ns, started_by=now) if self.pid_ns else []):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -194,6 +196,7 @@ class ExecutorProcess:
         fault of the machine, raised as :class:`SpawnError`."""
         if self.dead:
             return
+        killed_at = _boot_ticks()
         self.signal_kill()
         try:
             self.proc.wait(timeout=10)
@@ -201,7 +204,9 @@ class ExecutorProcess:
             raise SpawnError(f"executor {self.proc.pid} survived SIGKILL") from e
         if self.pid_ns:
             deadline = time.monotonic() + 10
-            while left := pids_in_namespace(self.pid_ns):
+            # only processes older than the kill: once this namespace is gone its id can be given to a new
+            # sandbox (a spare started meanwhile), whose processes are not this executor's
+            while left := pids_in_namespace(self.pid_ns, started_by=killed_at):
                 if time.monotonic() > deadline:
                     raise SpawnError(f"sandbox processes {left} survived the evaluation")
                 for pid in left:
@@ -376,15 +381,35 @@ def process_tree(root: int) -> list[int]:
     return out
 
 
-def pids_in_namespace(ns: str | None) -> list[int]:
+def _boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat's start time uses."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pids_in_namespace(ns: str | None, started_by: int | None = None) -> list[int]:
+    """Processes in the pid namespace ``ns`` (its ``pid:[inode]`` name); with ``started_by`` (boot ticks), only
+    those started no later: a namespace's id is reused once it is gone, by whichever sandbox starts next."""
     if not ns:
         return []
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
-                    out.append(int(entry))
+                if os.readlink(f"/proc/{entry}/ns/pid") != ns:
+                    continue
             except OSError:
                 continue
+            if started_by is not None:
+                st = _start_ticks(int(entry))
+                if st is None or st > started_by:
+                    continue
+            out.append(int(entry))
     return out

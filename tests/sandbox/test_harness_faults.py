@@ -249,3 +249,22 @@ def test_the_sandbox_binds_code_only_never_the_drivers_working_directory(monkeyp
             sup.close()
     finally:
         os.unlink(secret)
+
+
+def test_reaping_a_sandbox_never_touches_a_process_started_after_it_was_killed():
+    """A pid namespace's id is reused once the namespace is gone; the reaper of a killed executor waits for the
+    processes of its namespace, and must skip those started after the kill (a new spare's, seen once in CI)."""
+    import subprocess
+
+    from kbenv.sandbox import process as P
+    ns = os.readlink("/proc/self/ns/pid")
+    killed_at = P._boot_ticks()
+    time.sleep(0.05)  # five clock ticks
+    later = subprocess.Popen(["sleep", "30"])
+    try:
+        assert later.pid in P.pids_in_namespace(ns)
+        assert later.pid not in P.pids_in_namespace(ns, started_by=killed_at)
+        assert os.getpid() in P.pids_in_namespace(ns, started_by=killed_at)
+    finally:
+        later.kill()
+        later.wait()
