@@ -95,10 +95,12 @@ class BaselineExecutors:
     def _built_marker(self, st, layout) -> Path:
         """Present once this problem's baselines were built and warmed with the GPU to themselves, so that
         torch.compile's autotuning choices are in the shared on-disk cache (a later warm-up reads them)."""
-        name = "__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12], device_model(self.sup.device),
-                          torch.__version__.replace("+", "_"), st.precision, st.size,
-                          f"{len(layout.slots)}x{layout.slot_bytes}"])
-        return self.cache_dir / "built" / name
+        return self.cache_dir / "built" / f"{self._state_name(st)}__{len(layout.slots)}x{layout.slot_bytes}"
+
+    def _state_name(self, st) -> str:
+        """(problem, its source, device model, torch version, precision, size) as a file name."""
+        return "__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12], device_model(self.sup.device),
+                          torch.__version__.replace("+", "_"), st.precision, st.size])
 
     def prepare(self, st, layout, owner: str, example_inputs: list) -> None:
         """cuda, once the candidate of the evaluation ``owner`` has compiled: its fresh baseline processes get
@@ -219,9 +221,7 @@ class BaselineExecutors:
         return out
 
     def record(self, st, medians: dict) -> None:
-        path = self.cache_dir / ("__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12],
-                                            device_model(self.sup.device), torch.__version__.replace("+", "_"),
-                                            st.precision, st.size]) + ".json")
+        path = self.cache_dir / (self._state_name(st) + ".json")
         path.write_text(json.dumps({"problem": st.problem.id, "precision": st.precision, "size": st.size,
                                     "torch": torch.__version__, "measured_at": time.time(), **medians}, indent=1))
 
