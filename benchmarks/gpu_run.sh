@@ -76,8 +76,13 @@ for stage in "$@"; do
             tar -czf "$FINAL/results.tgz" -C /tmp gpuout
           done ;;
     redteam) # issue 12 (and 16 under REDTEAM_CAP): the known-bad suite through the CLI, as a deployment runs it
-             KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
-               --size ${REDTEAM_SIZE:-full} --no-progress > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}.log" 2>&1 ;;
+             # (REDTEAM_SHARDS="1/3 2/3": those parts of the suite, one after the other, a log each)
+             for shard in ${REDTEAM_SHARDS:-1/1}; do
+               KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
+                 --size ${REDTEAM_SIZE:-largest} --shard $shard --no-progress \
+                 > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-${shard/\//of}.log" 2>&1
+               tar -czf "$FINAL/results.tgz" -C /tmp gpuout
+             done ;;
     refacc) # the fp32 reference and the known-good kernels against float64 truth, per input domain
             timeout ${REFACC_LIMIT:-120} python3 "$R/benchmarks/reference_accuracy.py" \
               --problems "${REFACC_PROBLEMS:-kernelbench/level1/40}" > "$OUT/refacc.log" 2>&1 ;;

@@ -87,6 +87,17 @@ def _sizes() -> tuple[str, ...]:
     return ("auto",) + tuple(SIZES)
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``K/N`` with 1 <= K <= N: the K-th of N even parts (``kbenv redteam --shard``)."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: K must be between 1 and N")
+    return k, n
+
+
 def _add_config(p: argparse.ArgumentParser, cls) -> None:
     """One flag per dataclass field; the field's docstring (the line after it in the source) is its help."""
     import inspect
@@ -308,7 +319,8 @@ def cmd_redteam(args) -> int:
                 bar.write("MISMATCH " + format_row(row))
             elif not args.progress:  # a log: every row as it arrives, so a run cut short keeps what finished
                 print(f"[{done}/{total}] {format_row(row)}", flush=True)
-        report = run_suite(pool, size, include_good=args.good, on_row=on_row, only=args.only or None)
+        report = run_suite(pool, size, include_good=args.good, on_row=on_row, only=args.only or None,
+                            shard=args.shard)
         bar.close()
     finally:
         pool.close()
@@ -555,6 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     _limit_arg(rt)
     rt.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="only candidates whose id (problem:name) contains TEXT; repeatable (default: all)")
+    rt.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                    help="only every N-th candidate from the K-th (1-based): N runs split the suite evenly "
+                         "(default: all)")
     rt.add_argument("--good", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the known-good kernels (a deployment that rejects everything is not safe, "
                          "it is broken)")

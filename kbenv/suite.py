@@ -43,14 +43,15 @@ def suite_problem_ids(device: str, include_good: bool = True, problems: list[str
 
 
 def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: list[str] | None = None,
-              problems: list[str] | None = None, on_result=None) -> dict:
+              problems: list[str] | None = None, on_result=None, shard: tuple[int, int] | None = None) -> dict:
     """Evaluate every known-bad case (and the known-good kernels) on ``pool``; rows in suite order.
 
     ``on_row(row, done, total)``, if given, is called as each result arrives (so a run cut short by a time
     limit still leaves every finished row behind); ``on_result(index, row, result, source)`` too, with the whole
     :class:`EvalResult` and the candidate's source (to record it). ``only``: keep the candidates whose id
     (``problem:name``, ``problem:correct`` for the known-good ones) contains one of these strings (to finish or
-    repeat part of a run). ``problems``: keep the candidates of these problem ids (exact ids).
+    repeat part of a run). ``problems``: keep the candidates of these problem ids (exact ids). ``shard=(k, n)``:
+    keep every n-th candidate from the k-th (1-based), so n runs (calls, machines) split the suite evenly.
     """
     device = step.device_type(pool)
     cases = [c for c in _agents("known_bad_suite")() if device == "cuda" or not c.gpu_only]
@@ -63,6 +64,10 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
     if only:
         cases = [c for c in cases if any(s in c.id for s in only)]
         goods = [(pid, src) for pid, src in goods if any(s in f"{pid}:correct" for s in only)]
+    if shard is not None:
+        k, n = shard
+        goods = [g for j, g in enumerate(goods) if (len(cases) + j) % n == k - 1]
+        cases = [c for j, c in enumerate(cases) if j % n == k - 1]
     if size == "largest":  # each problem at the largest size its memory plan admits (a capped or small GPU)
         fits = {pid: step.largest_size(pid, None, device) for pid in {c.problem_id for c in cases} | {p for p, _ in goods}}
         cases = [c for c in cases if fits[c.problem_id]]

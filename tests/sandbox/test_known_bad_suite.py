@@ -89,3 +89,25 @@ def test_run_suite_only_runs_the_named_candidates_and_keeps_a_mismatchs_error(su
     (row,) = report["rows"]
     assert report["mismatches"] == 1 and "SyntaxError" in row["error"]
     assert "MISMATCH" in S.format_row(row) and "SyntaxError" in S.format_row(row)
+
+
+def test_run_suite_shards_split_the_suite_into_disjoint_even_parts():
+    from types import SimpleNamespace as NS
+    """``--shard K/N``: N runs (device calls, machines) cover every candidate exactly once, in even parts."""
+    from kbenv import suite as S
+
+    class Recording:  # a pool that answers every request with a failing result, and remembers what it was sent
+        device = "cpu"
+
+        def map(self, reqs):
+            self.sent = [r.problem for r in reqs]
+            for i, _ in enumerate(reqs):
+                yield i, NS(verdict="fail", category="crash", reward=0.0, speedup=None, reason="", error="",
+                            phase_seconds={})
+
+    whole = S.run_suite(Recording(), SIZE)["rows"]
+    parts = [S.run_suite(Recording(), SIZE, shard=(k, 3))["rows"] for k in (1, 2, 3)]
+    names = [r["candidate"] for p in parts for r in p]
+    assert sorted(names) == sorted(r["candidate"] for r in whole) and len(set(names)) == len(names)
+    assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
+    assert any(n.endswith(":correct") for n in [r["candidate"] for r in parts[0]] + [r["candidate"] for r in parts[2]])
