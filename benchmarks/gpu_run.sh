@@ -63,8 +63,9 @@ for stage in "$@"; do
              timeout 70 python3 -m kbenv.cli audit --ids 1-60 --precision bf16 --device cuda --size full;
              timeout 50 python3 -m kbenv.cli audit --set dlrm --precision bf16 --device cuda --size full; } > "$OUT/audit.log" 2>&1 ;;
     subset) # issue 14: the generated subset attack at full size, bf16, against every applicable problem
+            # (SUBSET_ARGS="--only ID... --draws N": those problems' rejection rate over N draws instead)
             timeout ${SUBSET_LIMIT:-200} python3 -m kbenv.rewards.subset_attack --size full --device cuda --precision bf16 \
-              > "$OUT/subset.log" 2>&1 ;;
+              ${SUBSET_ARGS:-} > "$OUT/subset.log" 2>&1 ;;
     medium) # issue 15: every known-good kernel at the medium tier, planned for a 24 GB card (the cap), peak
             # device memory (NVML, every process) under 22 GiB
             timeout ${MEDIUM_LIMIT:-500} python3 "$R/benchmarks/memplan_gpu.py" --size medium --cap ${MEDIUM_CAP:-24G} --max-peak 22G \

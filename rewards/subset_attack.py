@@ -204,6 +204,20 @@ def applicable() -> list[Problem]:
     return [p for p in list_problems() if p.reduced]
 
 
+def rejection_rate(problem: Problem, precision: str, draws: int, size: str = "small",
+                   device: str = "cpu") -> dict[str, float]:
+    """Per variant, the fraction of ``draws`` independent draws (inputs and their structure, as each evaluation
+    draws them from the supervisor's secret) on which the verifier rejected it."""
+    hits: dict[str, list] = {}
+    for d in range(draws):
+        for r in judge_attack(problem, precision, size=size, device=device, seed_salt=f"attack:draw{d}"):
+            if r.reads_skipped:
+                hits.setdefault(r.variant, []).append(r.rejected)
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return {v: sum(h) / len(h) for v, h in hits.items()}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Run the generated subset attack over the registry (CPU size).")
     ap.add_argument("--precision", action="append", choices=["fp32", "bf16"])
@@ -212,9 +226,17 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (full size wants a GPU)")
     ap.add_argument("--default-only", action="store_true",
                     help="judge on the official domain alone (shows what the attack earns without the others)")
+    ap.add_argument("--draws", type=int, default=0,
+                    help="instead: each variant's rejection rate over this many independent draws of the inputs")
     args = ap.parse_args(argv)
     precs = args.precision or ["fp32", "bf16"]
     probs = [p for p in applicable() if not args.only or p.id in args.only]
+    if args.draws:
+        for p in probs:
+            for pr in (x for x in precs if x in p.precision_allowed):
+                for v, rate in rejection_rate(p, pr, args.draws, args.size, args.device).items():
+                    print(f"{p.id:24s} {pr} {v:32s} rejected on {rate:6.1%} of {args.draws} draws", flush=True)
+        return
     rejected = {pr: 0 for pr in precs}
     for p in probs:
         for pr in precs:

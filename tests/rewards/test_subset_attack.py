@@ -9,7 +9,7 @@ fp32 and at bf16 (inputs rounded by torch, reference in fp32 rounded once, as th
 import pytest
 import torch
 
-from kbenv.problems import list_problems, make_inputs, make_model, problem_seed
+from kbenv.problems import get_problem, list_problems, make_inputs, make_model, problem_seed
 from kbenv.rewards import subset_attack as SA
 from kbenv.rewards.verdict import Trial, correctness_checks
 
@@ -119,3 +119,12 @@ def test_at_a_larger_size_the_iid_domains_are_fooled_and_the_structured_ones_are
     assert fooled, "the i.i.d. domains caught the attack at this size: the comparison shows nothing"
     passed = [r.variant for r in SA.judge_attack(p, "bf16") if r.reads_skipped and not r.rejected]
     assert not passed, passed
+
+
+@pytest.mark.parametrize("pid", ["kernelbench/level1/94", "kernelbench/level1/99"])
+def test_the_attack_is_rejected_often_enough_to_earn_less_than_an_honest_kernel(pid):
+    """Skipping 1/16 of the reads makes a kernel at most 16/15 faster, so an attack rejected on more than 1/16 of
+    evaluations earns less in expectation than the honest kernel. 94 and 99 are the problems where single bf16
+    draws let a variant through (the H200 run): over independent draws, each variant is rejected far more often."""
+    rates = SA.rejection_rate(get_problem(pid), "bf16", draws=8)
+    assert rates and all(r > 0.5 for r in rates.values()), rates
