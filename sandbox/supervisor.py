@@ -39,14 +39,18 @@ H200_PEAKS = {"bytes_per_s": 4.8e12, "flops": {"bf16": 990e12, "fp16": 990e12, "
 
 class ExecutorPool:
     """Clean executors started ahead of need; each is used for one candidate and then killed (reaped in the
-    background; the next evaluation joins the reapers before it takes an executor)."""
+    background). On cuda, taking an executor waits for the killed ones to be gone (a dying CUDA context still
+    holds its memory) unless the current memory plan has room for them beside everything it holds
+    (:meth:`set_room`); the timing phase always waits (:meth:`join`)."""
 
     def __init__(self, sup, spares: int):
         self.sup = sup
         self.max_n = spares  # as configured
         self.n = spares  # kept now: fewer while a problem's memory plan has room for fewer (set_target)
         self.spares: list[process.ExecutorProcess] = []
-        self._reapers: list[threading.Thread] = []
+        self._reapers: list[tuple] = []  # (thread, lease, device bytes the dying executor may still hold)
+        self.room_bytes = 0  # what the current plan leaves free beside everything it holds (set_room)
+        self.executor_bytes = 0  # what one executor of the current plan may hold (its cap and its context)
         self._errors: list[BaseException] = []
         self.refill()
 
@@ -71,8 +75,18 @@ class ExecutorPool:
         while len(self.spares) > self.n:
             self.spares.pop().kill()
 
+    def set_room(self, room_bytes: int, executor_bytes: int) -> None:
+        """The current plan's free room (budget minus everything held, the reference cache's share included) and
+        what one executor may hold: executors being reaped are waited for only when they may not fit the room."""
+        self.room_bytes, self.executor_bytes = max(int(room_bytes), 0), max(int(executor_bytes), 0)
+
+    def dying_bytes(self) -> int:
+        """What the executors still being reaped may hold on the device."""
+        return sum(b for t, _, b in self._reapers if t.is_alive())
+
     def take(self) -> process.ExecutorProcess:
-        self.join(wait=self.sup.device.type == "cuda")  # a dying CUDA context still holds device memory
+        # cuda: a dying CUDA context still holds device memory; wait for it unless the plan has room for it
+        self.join(wait=self.sup.device.type == "cuda" and self.dying_bytes() > self.room_bytes)
         p = self.spares.pop(0) if self.spares else self._spawn()
         try:
             process.await_ready(p, self.sup.limits["spawn_s"])
@@ -101,7 +115,9 @@ class ExecutorPool:
                 self._errors.append(e)
         t = threading.Thread(target=reap, daemon=True)
         t.start()
-        self._reapers.append((t, lease))
+        # what stays held until it is reaped: the executor's memory, and the lent region its lease owns
+        lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
+        self._reapers.append((t, lease, self.executor_bytes + lent))
 
     def join(self, wait: bool = True) -> None:
         """Finish reaping disposed executors: all of them (``wait``), or those already gone. A reaping that
@@ -109,9 +125,9 @@ class ExecutorPool:
         namespace takes about 2 s to empty on the CI machine, and no device memory or timing depends on it."""
         keep = []
         while self._reapers:
-            t, lease = self._reapers.pop()
+            t, lease, held = self._reapers.pop()
             if not wait and t.is_alive():
-                keep.append((t, lease))
+                keep.append((t, lease, held))
                 continue
             t.join()
             if lease is not None:
@@ -242,6 +258,8 @@ class Supervisor:
         except ProblemError as e:  # the problem's own code fails on the meta device: the harness's fault
             raise HarnessError(f"{prob.id}: the reference raised while its memory plan was made: {e}") from e
         self.pool.set_target(plan.spares)  # fewer spares where the plan has room for fewer
+        # killed executors of earlier evaluations are not waited for while this plan has room for them
+        self.pool.set_room(plan.budget_bytes - plan.total_bytes, plan.worker_cap_bytes + plan.worker_context_bytes)
         if self._plan_cache:
             self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
 
