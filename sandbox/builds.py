@@ -173,6 +173,13 @@ class BuildFarm:
         with self._lock:
             return needs_build(source) and self.key(source) in self._builds
 
+    def building(self, source: str) -> bool:
+        """Whether a build of ``source`` is still in progress (a caller that may give up polls this rather than
+        block in :meth:`install`)."""
+        with self._lock:
+            fut = self._builds.get(self.key(source)) if needs_build(source) else None
+        return fut is not None and not fut.done()
+
     def install(self, source: str, workdir: Path, timeout_s: float) -> str:
         """For the executor about to import ``source``: its finished build copied into the executor's private
         ``workdir`` (waiting up to ``timeout_s`` for one in progress); the file's name, or "" if there is none."""

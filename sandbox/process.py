@@ -131,6 +131,8 @@ class ExecutorProcess:
         self.spawned_at = time.monotonic()
         self.started = self.ready = self.dead = False
         self.pid_ns: str | None = None
+        self.killed_at: int | None = None  # boot ticks of the first kill (signal_kill)
+        self.ns_fd: int | None = None  # the sandbox's pid namespace, held open until reaped (hold_namespace)
         self.uid: int | None = None
         self.output = b""
 
@@ -176,11 +178,34 @@ class ExecutorProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def hold_namespace(self) -> None:
+        """Keep the sandbox's pid namespace open (a file descriptor on it) until this executor is reaped: an open
+        namespace keeps its id, so no sandbox started later can be given it, and a scan for this executor's
+        processes never finds another's. (The scans' start-time bound remains, for a namespace that could not
+        be opened.)"""
+        for pid in process_tree(self.proc.pid):
+            try:
+                path = f"/proc/{pid}/ns/pid"
+                if os.readlink(path) == self.pid_ns:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                    if os.readlink(f"/proc/self/fd/{fd}") == self.pid_ns:
+                        self.ns_fd = fd
+                        return
+                    os.close(fd)
+            except OSError:
+                continue
+
     def signal_kill(self) -> None:
-        """SIGKILL the process and every process of its namespace now, without waiting."""
-        now = _boot_ticks()
-        for pid in (self._tree() if self.proc.poll() is None
-                    else pids_in_namespace(self.pid_ns, started_by=now) if self.pid_ns else []):
+        """SIGKILL the process and every process of its namespace now, without waiting.
+
+        Every scan of the namespace, now and later, keeps only processes started before the first kill: once
+        the namespace is gone its id can be given to a new sandbox (a spare, a baseline, a builder started
+        meanwhile), whose processes are not this executor's."""
+        if self.killed_at is None:
+            self.killed_at = _boot_ticks()
+        at = self.killed_at
+        in_ns = pids_in_namespace(self.pid_ns, started_by=at) if self.pid_ns else []
+        for pid in (sorted(set(process_tree(self.proc.pid)) | set(in_ns)) if self.proc.poll() is None else in_ns):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -196,8 +221,8 @@ class ExecutorProcess:
         fault of the machine, raised as :class:`SpawnError`."""
         if self.dead:
             return
-        killed_at = _boot_ticks()
         self.signal_kill()
+        killed_at = self.killed_at
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired as e:
@@ -216,7 +241,9 @@ class ExecutorProcess:
                         pass
                 time.sleep(0.02)
         self.dead = True
-        for fd in (self.fd_to, self.fd_from, self.memfd):
+        for fd in (self.fd_to, self.fd_from, self.memfd, self.ns_fd):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -349,6 +376,7 @@ def await_ready(p: ExecutorProcess, timeout_s: float) -> None:
     ns = msg.get("pid_ns")
     if isinstance(ns, str) and ns != os.readlink("/proc/self/ns/pid"):
         p.pid_ns = ns
+        p.hold_namespace()
 
 
 def proc_state(pid: int) -> str:
@@ -396,7 +424,7 @@ def _start_ticks(pid: int) -> int | None:
 
 def pids_in_namespace(ns: str | None, started_by: int | None = None) -> list[int]:
     """Processes in the pid namespace ``ns`` (its ``pid:[inode]`` name); with ``started_by`` (boot ticks), only
-    those started no later: a namespace's id is reused once it is gone, by whichever sandbox starts next."""
+    those started before that tick: a namespace's id is reused once it is gone, by whichever sandbox starts next."""
     if not ns:
         return []
     out = []
@@ -409,7 +437,7 @@ def pids_in_namespace(ns: str | None, started_by: int | None = None) -> list[int
                 continue
             if started_by is not None:
                 st = _start_ticks(int(entry))
-                if st is None or st > started_by:
+                if st is None or st >= started_by:
                     continue
             out.append(int(entry))
     return out

@@ -200,6 +200,7 @@ class Supervisor:
         self.root = Path(tempfile.mkdtemp(prefix="kbenv-sup-"))
         os.chmod(self.root, 0o711)  # executors (another uid) reach their own directory in it, and list nothing
         self.fence = make_fence(self.device)
+        self.transient_lock = threading.Lock()  # one judge at a time holds the plan's transient memory
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.baselines = BaselineExecutors(self, kinds)

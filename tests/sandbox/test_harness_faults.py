@@ -268,3 +268,22 @@ def test_reaping_a_sandbox_never_touches_a_process_started_after_it_was_killed()
     finally:
         later.kill()
         later.wait()
+
+
+def test_killing_an_executor_again_later_spares_a_process_that_reused_its_namespace(monkeypatch):
+    """A second kill of an executor already dead (the decoy abandoned, then disposed) scans its namespace id
+    for processes started before the first kill only: a sandbox started in between may have been given the id."""
+    import subprocess
+    from pathlib import Path
+
+    from kbenv.sandbox import process as P
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ex = P.ExecutorProcess(dead, -1, -1, -1, Path("/nonexistent"))
+    ex.pid_ns = "pid:[4026531836]"
+    scans = []
+    monkeypatch.setattr(P, "pids_in_namespace", lambda ns, started_by=None: scans.append(started_by) or [])
+    ex.signal_kill()  # the first kill
+    time.sleep(0.05)  # five clock ticks: a sandbox started now is younger than the kill
+    ex.signal_kill()  # the second
+    assert len(scans) == 2 and scans[0] is not None and scans[1] == scans[0] < P._boot_ticks()
