@@ -102,6 +102,8 @@ class BaselineExecutors:
         return "__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12], device_model(self.sup.device),
                           torch.__version__.replace("+", "_"), st.precision, st.size])
 
+    AHEAD = "ahead"  # the owner of processes opened before any evaluation claimed them (done(like=...))
+
     def prepare(self, st, layout, owner: str, example_inputs: list) -> None:
         """cuda, once the candidate of the evaluation ``owner`` has compiled: its fresh baseline processes get
         their region and build their models, and (once this problem's baselines were built clean before) run their
@@ -110,6 +112,13 @@ class BaselineExecutors:
         if not self.fresh:
             return
         t0 = time.monotonic()
+        alive = bool(self._leases) and all(l.proc.proc.poll() is None for l in self._leases.values())
+        if self._owner == self.AHEAD and self.key == self._key(st, layout) and alive:
+            # opened when the previous evaluation (of this same problem) ended: they are this evaluation's now
+            self._owner = owner
+            self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4), "opened_ahead": True,
+                                  "early_warmup": self._warming is not None}
+            return
         self._open(st, layout, owner, wait=False)
         if self._built_marker(st, layout).exists():
             self._send_warmup(layout, example_inputs)
@@ -124,7 +133,7 @@ class BaselineExecutors:
         self._warming = ks
 
     def _open(self, st, layout, owner: str | None, wait: bool = True) -> None:
-        self.close(keep_ahead=True)
+        self.close(keep_ahead=True, wait=not self._room_for_dying())
         self.key, self._owner, self._warm = self._key(st, layout), owner, False
         try:
             if self.sup.device.type == "cuda":
@@ -225,12 +234,42 @@ class BaselineExecutors:
         path.write_text(json.dumps({"problem": st.problem.id, "precision": st.precision, "size": st.size,
                                     "torch": torch.__version__, "measured_at": time.time(), **medians}, indent=1))
 
-    def done(self) -> None:
+    def done(self, like: tuple | None = None) -> None:
         """An evaluation has ended: on cuda its baseline processes go (reaped in the background, their region
-        released once they are gone), and the next evaluation's start now."""
-        if self.fresh:
-            self.close(keep_ahead=True, wait=False)
+        released once they are gone), and the next evaluation's start now. With ``like`` (the ended evaluation's
+        ``(state, layout, example_inputs)``), and where the memory plan has room for the dying set beside a new
+        one, the new set is opened for that same problem at once: it builds its models and warms up while the
+        next evaluation compiles and is checked, and an evaluation of the same problem (a GRPO group's next
+        completion) takes it over (:meth:`prepare`); any other problem closes it and opens its own."""
+        if not self.fresh or self._owner == self.AHEAD:
+            return  # (a set opened ahead that this evaluation did not take over, failing before it: kept)
+        self.close(keep_ahead=True, wait=False)
+        if like is not None and self._room_for_dying():
+            st, layout, example_inputs = like
+            try:
+                self._open(st, layout, self.AHEAD, wait=False)
+                if self._built_marker(st, layout).exists():
+                    self._send_warmup(layout, example_inputs)
+                return
+            except BaselineError:
+                self.close(keep_ahead=True, wait=False)  # tried again, and raised, when an evaluation needs them
+        self.spawn_ahead()
+
+    def expect(self, problem_id: str, size: str, precision: str) -> None:
+        """An evaluation of this problem starts: a set opened ahead for another problem goes now (before the
+        evaluation allocates: its memory plan has no room for another problem's baselines), and processes are
+        spawned ahead in its place."""
+        if self._owner == self.AHEAD and (self.key is None or self.key[:3] != (problem_id, size, precision)):
+            self.close(keep_ahead=True)
             self.spawn_ahead()
+
+    def _room_for_dying(self) -> bool:
+        """Whether the current memory plan has room for a baseline set still dying beside a new one (always on the
+        CPU, where nothing waits for reaping)."""
+        plan = getattr(self.sup, "plan", None)
+        if self.sup.device.type != "cuda":
+            return True
+        return plan is not None and plan.budget_bytes - plan.total_bytes >= plan.baseline_bytes
 
     def join(self) -> None:
         """Wait for processes being reaped (their device memory is back once this returns)."""

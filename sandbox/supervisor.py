@@ -201,6 +201,7 @@ class Supervisor:
         os.chmod(self.root, 0o711)  # executors (another uid) reach their own directory in it, and list nothing
         self.fence = make_fence(self.device)
         self.transient_lock = threading.Lock()  # one judge at a time holds the plan's transient memory
+        self.plan: memplan.MemoryPlan | None = None  # the current evaluation's memory plan
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.baselines = BaselineExecutors(self, kinds)
@@ -258,6 +259,8 @@ class Supervisor:
             plan = memplan.preflight(prob, req.size, precision, self.device, spares=self.pool.max_n)
         except ProblemError as e:  # the problem's own code fails on the meta device: the harness's fault
             raise HarnessError(f"{prob.id}: the reference raised while its memory plan was made: {e}") from e
+        self.plan = plan  # this evaluation's (the baselines' and the pool's room for dying processes)
+        self.baselines.expect(prob.id, req.size, precision)
         self.pool.set_target(plan.spares)  # fewer spares where the plan has room for fewer
         # killed executors of earlier evaluations are not waited for while this plan has room for them
         self.pool.set_room(plan.budget_bytes - plan.total_bytes, plan.worker_cap_bytes + plan.worker_context_bytes)

@@ -169,34 +169,41 @@ def test_reference_cache_is_held_to_the_plans_share():
     assert refs._bytes <= pair_bytes // 2 and list(b.refs) == [(2, "default")]
 
 
-def test_fresh_baselines_are_new_for_every_timed_evaluation_and_spawned_ahead(cache_dir):
+def test_fresh_baselines_are_new_for_every_timed_evaluation_and_opened_ahead(cache_dir):
     """The cuda default, exercised on the CPU: every timed evaluation gets baseline processes that no earlier
-    evaluation used (spawned ahead, given their models once the candidate compiled), a candidate that does not
-    compile consumes none, one that compiles and then fails leaves nothing for the next evaluation, and nothing is
-    left after close."""
+    evaluation used. The first ones were spawned ahead; when an evaluation ends, the next set is opened at once for
+    the same problem (models built, warmed) and the next evaluation of that problem takes it over. A candidate that
+    does not compile consumes none, one that compiles and then fails takes its set with it, and nothing is left
+    after close."""
     from kbenv.sandbox import process as P
     sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
-    seen = []
+
+    def current():
+        return {k: l.proc.proc.pid for k, l in sup.baselines._leases.items()}
     try:
-        for _ in range(2):
-            ahead = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
-            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
-            assert r.verdict == "pass", (r.category, r.reason, r.error)
-            seen.append(ahead)
-        assert seen[0]["eager"] != seen[1]["eager"]  # a new process for each evaluation
-        assert r.facts["baseline_setup"]["wait_warmup"] >= 0 and "early_warmup" in r.facts["baseline_setup"]
-        ahead = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+        first = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        opened = current()
+        assert sup.baselines._owner == sup.baselines.AHEAD and set(opened.values()).isdisjoint(first.values())
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass" and r.facts["baseline_setup"]["opened_ahead"], r.facts["baseline_setup"]
+        assert r.facts["baseline_setup"]["wait_warmup"] >= 0
+        sup.baselines.join()
+        assert all(P.proc_state(pid) in "XZ" for pid in opened.values())  # used by that evaluation, then gone
+        ahead = current()
+        assert set(ahead.values()).isdisjoint(opened.values())
         bad = sup.evaluate(EvalRequest(problem=PID, candidate="def broken(:\n"))
         assert bad.verdict == "fail" and bad.category == "compile"
-        assert {k: p.proc.pid for k, p in sup.baselines._ahead.items()} == ahead  # not consumed before compiling
-        used = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+        assert current() == ahead and sup.baselines._owner == sup.baselines.AHEAD  # not consumed before compiling
         bad = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("return x * 0\n")))
         assert bad.verdict == "fail" and bad.category != "compile", (bad.reason, bad.error)
         sup.baselines.join()
-        assert all(P.proc_state(pid) in "XZ" for pid in used.values())  # given a model, then gone with the failure
+        assert all(P.proc_state(pid) in "XZ" for pid in ahead.values())  # taken over, then gone with the failure
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass" and r.facts["baseline_setup"]["early_warmup"]  # built clean once: warmed early
-        procs = [p for p in sup.baselines._ahead.values()]
+        procs = [l.proc for l in sup.baselines._leases.values()] + list(sup.baselines._ahead.values())
+        assert procs
     finally:
         sup.close()
     sup.baselines.join()
@@ -287,3 +294,20 @@ def test_killing_an_executor_again_later_spares_a_process_that_reused_its_namesp
     time.sleep(0.05)  # five clock ticks: a sandbox started now is younger than the kill
     ex.signal_kill()  # the second
     assert len(scans) == 2 and scans[0] is not None and scans[1] == scans[0] < P._boot_ticks()
+
+
+def test_baselines_opened_ahead_for_one_problem_go_when_another_problem_starts(cache_dir):
+    """A set opened ahead for the problem just evaluated is closed before an evaluation of another problem
+    allocates anything (its plan has no room for them), and that evaluation gets its own, new ones."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        opened = [l.proc for l in sup.baselines._leases.values()]
+        assert opened and sup.baselines._owner == sup.baselines.AHEAD
+        sup.baselines.expect("kernelbench/level1/40", "small", "fp32")
+        assert not sup.baselines._leases and all(p.proc.poll() is not None for p in opened)
+        assert sup.baselines._ahead  # spawned ahead in their place
+        sup.baselines.expect("kernelbench/level1/40", "small", "fp32")  # nothing opened ahead: nothing to do
+    finally:
+        sup.close()
