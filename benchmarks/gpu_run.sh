@@ -77,13 +77,19 @@ for stage in "$@"; do
             tar -czf "$FINAL/results.tgz" -C /tmp gpuout
           done ;;
     redteam) # issue 12 (and 16 under REDTEAM_CAP): the known-bad suite through the CLI, as a deployment runs it
-             # (REDTEAM_SHARDS="1/3 2/3": those parts of the suite, one after the other, a log each)
+             # (REDTEAM_SHARDS="1/3 2/3": those parts of the suite, one after the other, a log each; REDTEAM_ONLY="ID
+             # ...": then those candidates, to finish a part cut short; REDTEAM_LIMITS="--limit compile=60 ...")
              for shard in ${REDTEAM_SHARDS:-1/1}; do
                KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
-                 --size ${REDTEAM_SIZE:-largest} --shard $shard --no-progress \
+                 --size ${REDTEAM_SIZE:-largest} --shard $shard ${REDTEAM_LIMITS:-} --no-progress \
                  > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-${shard/\//of}.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
-             done ;;
+             done
+             if [ -n "${REDTEAM_ONLY:-}" ]; then
+               KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_ONLY_LIMIT:-300} python3 -m kbenv.cli redteam --device cuda \
+                 --size ${REDTEAM_SIZE:-largest} $(printf -- '--only %s ' $REDTEAM_ONLY) ${REDTEAM_LIMITS:-} --no-progress \
+                 > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-only.log" 2>&1
+             fi ;;
     refacc) # the fp32 reference and the known-good kernels against float64 truth, per input domain
             timeout ${REFACC_LIMIT:-120} python3 "$R/benchmarks/reference_accuracy.py" \
               --problems "${REFACC_PROBLEMS:-kernelbench/level1/40}" > "$OUT/refacc.log" 2>&1 ;;
