@@ -65,6 +65,7 @@ def main() -> None:
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
+               "baseline_setup": r.facts.get("baseline_setup"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()

@@ -8,7 +8,9 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 import time
 
 import torch
@@ -58,9 +60,11 @@ class Evaluation:
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
+        self._ticks = threading.Lock()
 
     def _tick(self, name: str, t0: float) -> None:
-        self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - t0
+        with self._ticks:  # the decoy's thread ticks too
+            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - t0
 
     # ------------------------------------------------------------------------------------------------ run
     def run(self) -> EvalResult:
@@ -110,13 +114,23 @@ class Evaluation:
             t0 = time.monotonic()
             self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official[0])
             self._tick("baseline_setup", t0)
-        per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
-        verdict = judge_checks(per_trial)
-        res.correct = verdict.correct
-        if not verdict.passed:
-            res.set_verdict(verdict)
-            return
-        dec = self.decoy()
+        beside = DecoyRun(self)  # the decoy's own executor runs beside correctness (nothing in them is timed)
+        try:
+            per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
+            verdict = judge_checks(per_trial)
+            res.correct = verdict.correct
+            if not verdict.passed:
+                beside.abandon()  # its answer no longer matters: its executor is killed, not waited for
+                res.set_verdict(verdict)
+                return
+            t0 = time.monotonic()
+            dec = beside.result()
+            self._tick("decoy", t0)  # only the wait on the evaluation's path
+        except BaseException:  # a candidate's fault (or the harness's) in correctness: the decoy is not waited for
+            beside.abandon()
+            raise
+        finally:
+            beside.join()
         res.facts["decoy"] = dec
         if not self.req.measure_time:
             res.set_verdict(judge_checks(per_trial, decoy=dec))
@@ -127,7 +141,7 @@ class Evaluation:
             res.speedup = timing["speedup"]
 
     # -------------------------------------------------------------------------------------------- compile
-    def compile(self, lease: Lease, source: str, deadline: Deadline) -> None:
+    def compile(self, lease: Lease, source: str, deadline: Deadline, phase: str | None = "compile") -> None:
         """The executor imports ``source`` and builds its model. An extension build of this exact source made
         ahead (:mod:`kbenv.sandbox.builds`: submitted before this evaluation, or the decoy's at its start) is
         handed to it first, so that it only loads it; otherwise it compiles, within the same deadline."""
@@ -140,7 +154,8 @@ class Evaluation:
         lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
                                    str(self.device), self.precision, MODEL_SEED, deliver=lease.route,
                                    prebuilt=prebuilt), deadline)
-        self._tick("compile", t0)
+        if phase:
+            self._tick(phase, t0)
 
     # ---------------------------------------------------------------------------------------- correctness
     def correctness(self, deadline: Deadline) -> list:
@@ -193,6 +208,12 @@ class Evaluation:
             torch.cuda.synchronize(self.device)
         dones = lease.call_block(list(range(len(block))), deadline)
         self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
+        # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for
+        # one judge at a time: correctness and the decoy beside it take turns
+        with self.sup.transient_lock:
+            self._judge_block(lease, block, dones, judge)
+
+    def _judge_block(self, lease: Lease, block: list, dones: list, judge) -> None:
         try:
             for done in dones:
                 fault = claims_fault(done)
@@ -236,8 +257,9 @@ class Evaluation:
         return trial.domain, cs
 
     # ---------------------------------------------------------------------------------------------- decoy
-    def decoy(self) -> dict:
-        """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs."""
+    def decoy(self, run: "DecoyRun | None" = None) -> dict:
+        """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs
+        (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
         t0 = time.monotonic()
         source, kernels = decoy.noop_kernels(self.req.candidate)
         out = {"custom_kernels": kernels, "noop_correct": None}
@@ -245,9 +267,18 @@ class Evaluation:
             proc = self.sup.pool.take()
             lease = None
             try:
+                if run is not None:
+                    run.using(proc)
+                    # the no-op rewrite's build, made ahead: waited for here only while the run still matters
+                    until = time.monotonic() + self.sup.limits["compile_s"]
+                    while (self.sup.builds is not None and self.sup.builds.building(source)
+                           and not run.abandoned and time.monotonic() < until):
+                        time.sleep(0.05)
+                    if run.abandoned:
+                        raise CandidateFault("crash", "the decoy run was abandoned")
                 lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1,
                                                                   lend_outputs=self.device.type != "cuda"))
-                self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]))
+                self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]), phase=None)
 
                 def judge(domain, seed, inputs, outs, mut, meta):
                     v = judge_trials([Trial("default", inputs, self.official[1], outs, None, meta, PATTERN_A, PATTERN_B)],
@@ -262,7 +293,7 @@ class Evaluation:
                 self.sup.fence.release(proc)
                 self.sup.pool.dispose(proc, lease, start_spares=False)
         self.sup.release_memory()
-        self._tick("decoy", t0)
+        out["seconds"] = round(time.monotonic() - t0, 4)
         return out
 
     # --------------------------------------------------------------------------------------------- timing
@@ -399,3 +430,53 @@ class Evaluation:
             del refs, got, inputs_k
         self.sup.release_memory()
         return out
+
+
+class DecoyRun:
+    """The decoy phase beside correctness: the no-op rewrite's executor compiles and runs while the candidate's
+    trials are judged (untimed work both; the supervisor's judging takes turns, ``Supervisor.transient_lock``).
+
+    It runs on the supervisor's one long-lived side thread (``Supervisor.side``), never on a thread of its own:
+    bubblewrap's ``--die-with-parent`` is the parent-death signal, which Linux sends when the *thread* that
+    spawned the sandbox exits, so a spare executor started from a short-lived thread dies with it.
+    :meth:`result` waits for it and re-raises what it raised (a harness fault stays one). :meth:`abandon` (the
+    candidate failed correctness) kills its executor so nothing waits for it; whatever the killed run then raises
+    is dropped, since its answer decides nothing."""
+
+    def __init__(self, ev: Evaluation):
+        self._lock = threading.Lock()
+        self._proc = None
+        self._abandoned = False
+        self._ev = ev
+        self._future = None
+        # Beside correctness only where a fence waits for one process's work: the idle-probe fence (drivers
+        # without the process lock) waits for the whole GPU, so a decoy running beside would stretch the
+        # candidate's fences; there it runs after correctness, as before.
+        if ev.sup.fence.kind != "idle_probe":
+            self._future = ev.sup.side.submit(ev.decoy, self)
+
+    def using(self, proc) -> None:
+        """The decoy's executor, once taken: killed now if the run was abandoned meanwhile."""
+        with self._lock:
+            self._proc = proc
+            if self._abandoned:
+                proc.signal_kill()
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            if self._proc is not None:
+                self._proc.signal_kill()
+
+    def join(self) -> None:
+        if self._future is not None:
+            concurrent.futures.wait([self._future])
+
+    def result(self) -> dict:
+        if self._future is None:
+            self._future = self._ev.sup.side.submit(self._ev.decoy, self)
+        return self._future.result()

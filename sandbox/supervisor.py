@@ -9,6 +9,7 @@ never turned into a low reward.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -202,6 +203,9 @@ class Supervisor:
         self.fence = make_fence(self.device)
         self.transient_lock = threading.Lock()  # one judge at a time holds the plan's transient memory
         self.plan: memplan.MemoryPlan | None = None  # the current evaluation's memory plan
+        # the one long-lived thread an evaluation's side work runs on (the decoy beside correctness): a sandbox
+        # spawned from a thread dies when that thread exits (bwrap --die-with-parent), so never a passing thread
+        self.side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbenv-side")
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.baselines = BaselineExecutors(self, kinds)
@@ -277,6 +281,7 @@ class Supervisor:
             process.await_ready(p, self.limits["spawn_s"])
 
     def close(self) -> None:
+        self.side.shutdown(wait=True)
         self.pool.close()
         self.baselines.close()
         if self.builds is not None:

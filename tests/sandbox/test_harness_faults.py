@@ -311,3 +311,44 @@ def test_baselines_opened_ahead_for_one_problem_go_when_another_problem_starts(c
         sup.baselines.expect("kernelbench/level1/40", "small", "fp32")  # nothing opened ahead: nothing to do
     finally:
         sup.close()
+
+
+def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one_long_lived_thread(cache_dir):
+    """bubblewrap's --die-with-parent is the parent-death signal, which Linux sends when the *thread* that spawned
+    the sandbox exits. The decoy runs beside correctness, and its executor's disposal starts spares: from a passing
+    thread those spares died, and the next evaluation raised HarnessError ("the executor process did not start").
+    Side work therefore runs on the supervisor's one long-lived thread. A candidate that fails correctness (its
+    decoy abandoned) and a good one, alternately, keep working."""
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    from kbenv.sandbox import process as P
+    if not P.have_bwrap():
+        pytest.skip("needs bubblewrap")
+    root = Path(tempfile.mkdtemp())
+    box = {}
+    def spawn_and_leave():
+        box["p"] = P.spawn(root, "cpu", "bwrap", None, False)
+        P.await_ready(box["p"], 60)  # started (bwrap has set its parent-death signal), then the thread exits
+    t = threading.Thread(target=spawn_and_leave)
+    t.start()
+    t.join()
+    p = box["p"]
+    try:
+        deadline = time.monotonic() + 15
+        while p.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.proc.poll() is not None, "the hazard is gone: a sandbox outlived the thread that spawned it"
+    finally:
+        p.kill()
+    sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        bad = with_forward("return x * 0\n")  # fails correctness: its decoy is abandoned
+        for _ in range(3):
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=bad, measure_time=False))
+            assert r.verdict == "fail" and r.category != "compile", (r.category, r.reason)
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+            assert r.verdict == "pass" and r.facts["decoy"]["noop_correct"] is False, (r.category, r.reason, r.error)
+    finally:
+        sup.close()
