@@ -3,9 +3,9 @@
 A baseline executor runs the problem's own ``Model`` (no candidate code ever). On cuda each evaluation gets
 fresh baseline processes: a ``torch.compile`` process kept across evaluations ran slower after its first one on
 the H200 (problems 23, 88 and dlrm/2 alike, with no recompilation logged: 88's 0.33 ms became 0.73-0.86 ms, 23's
-6.1 ms 8.0-8.6 ms, eager unchanged), which no reward may inherit. They are spawned ahead, when the previous
-evaluation ends (their imports, including torch.compile's own, and their CUDA contexts overlap its end and the
-next one's start). Once the candidate has compiled, :meth:`BaselineExecutors.prepare` gives them their region and
+6.1 ms 8.0-8.6 ms, eager unchanged), which no reward may inherit. They are spawned one evaluation ahead: the set
+an evaluation will use is spawned (imports only, torch.compile's own among them, 5-8 s) when the evaluation before
+it prepares its own, and started (its CUDA context) when that evaluation ends. Once the candidate has compiled, :meth:`BaselineExecutors.prepare` gives them their region and
 models without waiting for anything, and, when this problem's baselines were once built with the GPU to
 themselves (so torch.compile's autotuning choices are in the shared on-disk cache), their untimed warm-up runs
 too, beside the candidate's correctness and decoy phases. The first build of a problem's baselines warms up in
@@ -118,11 +118,15 @@ class BaselineExecutors:
             self._owner = owner
             self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4), "opened_ahead": True,
                                   "early_warmup": self._warming is not None}
-            return
-        self._open(st, layout, owner, wait=False)
-        if self._built_marker(st, layout).exists():
-            self._send_warmup(layout, example_inputs)
-        self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4), "early_warmup": self._warming is not None}
+        else:
+            self._open(st, layout, owner, wait=False)
+            if self._built_marker(st, layout).exists():
+                self._send_warmup(layout, example_inputs)
+            self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4),
+                                  "early_warmup": self._warming is not None}
+        # The set after this one: spawned now, not started (its imports, torch.compile's among them, take 5-8 s
+        # on the H200 and run during this evaluation; it touches the GPU only when done() starts it)
+        self.spawn_ahead(start=False)
 
     def _send_warmup(self, layout, example_inputs) -> None:
         ks = list(range(len(layout.slots)))

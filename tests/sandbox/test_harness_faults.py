@@ -186,9 +186,26 @@ def test_fresh_baselines_are_new_for_every_timed_evaluation_and_opened_ahead(cac
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         opened = current()
         assert sup.baselines._owner == sup.baselines.AHEAD and set(opened.values()).isdisjoint(first.values())
+        spawned, ended = {}, []
+        real_spawn, real_done = sup.baselines._spawn, sup.baselines.done
+
+        def spawn():
+            p = real_spawn()
+            spawned[p.proc.pid] = time.monotonic()
+            return p
+
+        def done(like=None):
+            ended.append(time.monotonic())
+            return real_done(like=like)
+        sup.baselines._spawn, sup.baselines.done = spawn, done
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass" and r.facts["baseline_setup"]["opened_ahead"], r.facts["baseline_setup"]
         assert r.facts["baseline_setup"]["wait_warmup"] >= 0
+        # the set opened for the next evaluation was spawned while this one ran (its imports off the path), not
+        # when it ended
+        nxt = current()
+        assert nxt and all(pid in spawned and spawned[pid] < ended[0] for pid in nxt.values()), (nxt, spawned, ended)
+        sup.baselines._spawn, sup.baselines.done = real_spawn, real_done
         sup.baselines.join()
         assert all(P.proc_state(pid) in "XZ" for pid in opened.values())  # used by that evaluation, then gone
         ahead = current()
