@@ -41,6 +41,12 @@ def device_model(device: torch.device) -> str:
     return f"cpu-{platform.machine()}"
 
 
+def out_of_memory(log: str) -> bool:
+    """Whether a trusted process's own log (never a candidate's) says that it ran out of device memory."""
+    low = log.lower()
+    return "out of memory" in low or "outofmemoryerror" in low
+
+
 class BaselineError(HarnessError):
     """A baseline could not be measured: a harness fault, raised (never a low reward)."""
 
@@ -168,13 +174,13 @@ class BaselineExecutors:
         reuse = (not self.fresh) if reuse is None else reuse
         alive = bool(self._leases) and all(l.proc.proc.poll() is None for l in self._leases.values())
         mine = reuse or (owner is not None and owner == self._owner)
-        if not (self.key == self._key(st, layout) and alive and mine):
-            self.setup_seconds = {}
-            self._open(st, layout, owner)
-        if self._warm:
+        if self._warm and self.key == self._key(st, layout) and alive and mine:
             return self._leases
-        secs = self.setup_seconds
         try:
+            if not (self.key == self._key(st, layout) and alive and mine):
+                self.setup_seconds = {}
+                self._open(st, layout, owner)
+            secs = self.setup_seconds
             t = time.monotonic()
             for lease in self._leases.values():
                 process.await_ready(lease.proc, self.sup.limits["spawn_s"])
@@ -200,8 +206,20 @@ class BaselineExecutors:
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.touch()
             secs["calibrate"] = round(time.monotonic() - t, 4)
+        except process.SpawnError as e:
+            # A set is started (its CUDA contexts) when the previous evaluation ends, beside its dying executor,
+            # and built with this evaluation's candidate held: either may hold whatever device memory its
+            # candidate took (nothing binds an executor's from outside). Out of memory is then judged as any OOM
+            # of the trusted side (Supervisor.oom_verdict); anything else is the harness's.
+            self.close()
+            if out_of_memory(str(e)):
+                raise torch.OutOfMemoryError(f"a {st.problem.id} baseline process could not start: {e}") from None
+            raise
         except CandidateFault as f:
             self.close()
+            if f.category == "oom":
+                raise torch.OutOfMemoryError(f"the {st.problem.id} baseline ran out of device memory: "
+                                             f"{f.error}") from None
             raise BaselineError(f"the {st.problem.id} baseline failed: {f.reason}\n{f.error or ''}") from None
         self._warm = True
         return self._leases

@@ -24,7 +24,7 @@ from kbenv.sandbox import decoy, protocol
 from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
-from kbenv.sandbox.references import MODEL_SEED, nbytes
+from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
 from kbenv.sandbox.timing import Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
 
@@ -48,8 +48,10 @@ def claims_fault(done: protocol.Done) -> CandidateFault | None:
 
 
 class Evaluation:
-    def __init__(self, sup, req: EvalRequest):
+    def __init__(self, sup, req: EvalRequest, retried: bool = False):
         self.sup, self.req = sup, req
+        self.retried = retried  # run again after an earlier evaluation's executor held the memory it needed
+        self.earlier = sup.pool.pending()  # executors of earlier evaluations still dying as this one begins
         self.device = sup.device
         self.problem = get_problem(req.problem)
         self.precision = req.precision or self.problem.precision_default
@@ -77,11 +79,16 @@ class Evaluation:
         res = EvalResult.empty(req, problem, self.precision, self.device, share)
         res.facts.update({"share_status": status, "profile": profile, "fence": self.sup.fence.kind,
                           "sandbox": self.sup.sandbox_description()})
+        if self.retried:
+            res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
         self.st = self.sup.refs.state(problem, req.size, self.precision)
         self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"), "default")
         self.layout = self.sup.layout_for(self.st, self.official[0])
         t0 = time.monotonic()
-        proc = self.sup.pool.take()
+        try:
+            proc = self.sup.pool.take()
+        except torch.OutOfMemoryError as e:  # no candidate of this evaluation exists yet, earlier ones are gone
+            raise HarnessError(f"no clean executor could start: {e}") from e
         self._tick("worker_wait", t0)
         try:
             self.lease = Lease(proc, self.device, self.layout)
@@ -90,7 +97,7 @@ class Evaluation:
         except CandidateFault as f:
             res.fail(f.category, f.reason, f.error)
         except torch.OutOfMemoryError as e:
-            f = self.sup.oom_verdict(proc, e)
+            f = self.sup.oom_verdict(proc, e, self.earlier, self.retried)
             res.fail(f.category, f.reason, f.error)
         finally:
             self.sup.fence.release(proc)

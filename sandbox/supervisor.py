@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from kbenv.sandbox import memplan, process
-from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
+from kbenv.sandbox.baselines import BaselineError, BaselineExecutors, out_of_memory
 from kbenv.sandbox.builds import BuildFarm
 from kbenv.sandbox.evaluation import Evaluation
 from kbenv.sandbox.executors import CandidateFault
@@ -91,9 +91,27 @@ class ExecutorPool:
         p = self.spares.pop(0) if self.spares else self._spawn()
         try:
             process.await_ready(p, self.sup.limits["spawn_s"])
-        except SpawnError as e:
-            raise HarnessError(str(e)) from e
+        except SpawnError:
+            # A spare starts its CUDA context while the executor it replaces may still be dying; an executor
+            # holds whatever device memory it took (no cap binds it from outside), so that start can fail for
+            # want of memory. Once every disposed executor is gone, a new spare must start: only then is it the
+            # machine's fault.
+            p.kill()
+            self.join()
+            p = self._spawn()
+            try:
+                process.await_ready(p, self.sup.limits["spawn_s"])
+            except SpawnError as e:
+                if out_of_memory(str(e)):  # the spare's own log (nothing of a candidate's ran in it yet)
+                    # a live candidate holds the memory (the decoy's executor is taken with the candidate's
+                    # alive): judged as any OOM of the trusted side (Evaluation.run: Supervisor.oom_verdict)
+                    raise torch.OutOfMemoryError(f"a clean executor could not start: {e}") from None
+                raise HarnessError(str(e)) from e
         return p
+
+    def pending(self) -> list:
+        """The reapers of executors still dying now (an earlier evaluation's, seen from a new one)."""
+        return [t for t, _, _ in self._reapers if t.is_alive()]
 
     def pause_spares(self) -> list[int]:
         return [pid for p in self.spares for pid in p.pause()]
@@ -233,7 +251,15 @@ class Supervisor:
         """
         self._fit_memory_plan(req)
         try:
-            return Evaluation(self, req).run()
+            try:
+                return Evaluation(self, req).run()
+            except EarlierExecutorHeldMemory:
+                # the trusted side ran out of memory that an earlier evaluation's dying executor held: that
+                # evaluation's candidate, not this one, took it; this one runs again from the start, with
+                # nothing of the earlier one left (a second time it is judged as any other)
+                self.pool.join()
+                self.baselines.join()
+                return Evaluation(self, req, retried=True).run()
         except SpawnError as e:
             raise HarnessError(str(e)) from e
 
@@ -335,17 +361,45 @@ class Supervisor:
             return "none"
         return "bwrap, executor as host uid nobody" if process.root_mode() else "bwrap, user namespace"
 
-    def oom_verdict(self, proc, err: Exception) -> CandidateFault:
+    def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False) -> CandidateFault:
         """The trusted side ran out of device memory while a candidate's executor was alive: kill it; if the
-        memory is then free, the candidate held it (a candidate fault), else the machine is too small."""
-        proc.kill()
+        memory is then free, the candidate held it (a candidate fault), else the machine is too small.
+
+        Every process that ran this candidate's code counts, not only ``proc``: the decoy's executor runs the
+        candidate's own module code (its no-op rewrite) beside correctness, and can hold memory too. It has been
+        disposed by the time this runs (the evaluation joins its decoy run first), so the wait for every disposed
+        executor to be reaped frees what it held before the free memory is read.
+
+        ``earlier``: the reapers of executors that were still dying when this evaluation began (an earlier
+        candidate's, which may have held more than its plan: nothing binds an executor's device memory from
+        outside). They are waited for first, with this candidate's executor still alive; if that frees the
+        memory, the earlier candidate took it and this evaluation is run again (:class:`EarlierExecutorHeldMemory`),
+        never judged for it. That happens once (``retried``)."""
         if self.device.type != "cuda":
+            proc.kill()
             return CandidateFault("oom", "out of memory while the candidate's executor was alive", str(err)[-2000:])
-        self.refs.drop_cached()
-        torch.cuda.empty_cache()
-        free, _ = torch.cuda.mem_get_info(self.device)
         need = 2 << 30
+        if earlier and not retried:
+            for t in earlier:
+                t.join()
+            if self._free_device_bytes() >= need:
+                proc.kill()
+                raise EarlierExecutorHeldMemory(str(err)[-500:])
+        proc.kill()
+        self.pool.join()  # disposed executors (this evaluation's decoy among them) gone, their memory back
+        free = self._free_device_bytes()
         if free >= need:
             return CandidateFault("oom", "the candidate held so much GPU memory that the trusted checks could not "
                                   f"run ({free / 2**30:.1f} GiB was free once its process was gone)", str(err)[-2000:])
         raise HarnessError(f"the supervisor ran out of GPU memory with no candidate process alive: {err}") from err
+
+    def _free_device_bytes(self) -> int:
+        """The device's free memory once the supervisor's own caches are released (the driver's figure)."""
+        self.refs.drop_cached()
+        torch.cuda.empty_cache()
+        return torch.cuda.mem_get_info(self.device)[0]
+
+
+class EarlierExecutorHeldMemory(Exception):
+    """The trusted side ran out of device memory that an earlier evaluation's dying executor held (internal:
+    :meth:`Supervisor.evaluate` runs the evaluation again; never a verdict, never a HarnessError)."""

@@ -140,3 +140,50 @@ def test_structured_inputs_are_drawn_the_same_twice_on_cuda():
             b = make_inputs(ns, 7, dom, "cuda", torch.float32, p.broad_inputs)
             assert all(torch.equal(x, y) for x, y in zip(a, b) if isinstance(x, torch.Tensor)), (pid, dom)
             del a, b
+
+
+HOG = '''
+_HOG = []
+_CALLS = [0]
+
+
+def _fill_device(device):
+    """Take every free byte of the device, in 256 MiB blocks, and keep it."""
+    try:
+        while True:
+            _HOG.append(torch.empty(256 << 20, dtype=torch.uint8, device=device))
+    except torch.OutOfMemoryError:
+        pass
+'''
+
+
+@pytest.mark.parametrize("when", ["forward", "decoy", "late"])
+def test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_next_evaluation(when, cache_dir):
+    """Nothing binds an executor's device memory from outside, so a candidate can take all of it: on its first
+    call (``forward``), in the decoy's no-op rewrite only, beside correctness (``decoy``: its constructor sees its
+    kernel write nothing), or on its 16th call, when it is most likely being timed (``late``: it is still dying when
+    the next evaluation starts its spares, its baselines and its trusted work). Each is the candidate's own
+    ``oom`` or an honest pass, never a HarnessError, and the next evaluation (a good kernel) passes."""
+    from kbenv.sandbox.supervisor import Supervisor
+    hog = GOOD_19.replace("class ModelNew", HOG + "\n\nclass ModelNew")
+    if when == "forward":
+        hog = hog.replace("        return y", "        _fill_device(x.device)\n        return y")
+    elif when == "late":
+        hog = hog.replace("        return y", "        _CALLS[0] += 1\n        if _CALLS[0] == 16:\n"
+                                              "            _fill_device(x.device)\n        return y")
+    else:  # the no-op rewrite leaves y as it was: the constructor's probe tells the decoy's executor apart
+        hog = hog.replace("        super().__init__()\n",
+                          "        super().__init__()\n"
+                          "        x = -torch.ones(4096, device='cuda')\n"
+                          "        if not bool((self.forward(x) == 0).all()):\n"
+                          "            _fill_device(x.device)\n", 1)
+        hog = hog.replace("y = torch.empty_like(x)", "y = torch.full_like(x, 7.0)")
+    assert hog != GOOD_19 and "_fill_device(x.device)" in hog
+    sup = Supervisor(device="cuda", cache_dir=cache_dir, limits={"trial_s": 60, "compile_s": 120})
+    try:
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=hog, size="full"))
+        assert bad.verdict == "pass" or bad.category in ("oom", "runtime"), (bad.category, bad.reason, bad.error)
+        good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
+        assert good.verdict == "pass", (good.category, good.reason, good.error, good.facts.get("retried"))
+    finally:
+        sup.close()

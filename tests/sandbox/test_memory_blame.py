@@ -1,0 +1,131 @@
+"""Who is blamed when the trusted side runs out of device memory.
+
+Nothing binds an executor's device memory from outside (a candidate can take all of it, and its process holds it
+until it is reaped, 1-2 s after the kill on the H200). So an out-of-memory of the trusted side is judged by what
+the driver reports once each candidate is gone: the earlier evaluation's dying executor first (then this
+evaluation runs again: it is not judged for another candidate's memory), then this one's own (its ``oom``), and
+only memory that stays taken with no candidate alive is a fault of the harness. Clean processes (a spare, a
+baseline) that cannot start for want of memory are judged the same way; any other start failure is the harness's.
+The GPU side of this is ``test_gpu.py::test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_next_evaluation``.
+"""
+
+import threading
+from types import SimpleNamespace as NS
+
+import pytest
+import torch
+
+from kbenv.sandbox import process
+from kbenv.sandbox.result import EvalRequest
+from kbenv.sandbox.supervisor import EarlierExecutorHeldMemory, HarnessError, Supervisor
+
+from test_faults import GOOD, PID
+
+GiB = 1 << 30
+
+
+class _Proc:
+    killed = False
+
+    def kill(self):
+        self.killed = True
+
+
+def _sup(frees: list):
+    """A supervisor's state as oom_verdict sees it on cuda: the driver's free memory, read in turn."""
+    reads = iter(frees)
+    joined = []
+    return NS(device=torch.device("cuda"), pool=NS(join=lambda: joined.append(1)),
+              _free_device_bytes=lambda: next(reads), joined=joined)
+
+
+def _dying():
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    return t
+
+
+def test_an_earlier_evaluations_dying_executor_that_held_the_memory_makes_this_one_run_again():
+    proc, err = _Proc(), torch.OutOfMemoryError("CUDA out of memory")
+    with pytest.raises(EarlierExecutorHeldMemory):
+        Supervisor.oom_verdict(_sup([8 * GiB]), proc, err, [_dying()])
+
+
+def test_the_candidate_that_held_the_memory_is_the_one_blamed():
+    proc, err = _Proc(), torch.OutOfMemoryError("CUDA out of memory")
+    sup = _sup([0, 8 * GiB])  # still taken once the earlier executor is gone; free once this one is killed
+    f = Supervisor.oom_verdict(sup, proc, err, [_dying()])
+    assert f.category == "oom" and proc.killed and sup.joined  # its decoy's executor was reaped too
+    f = Supervisor.oom_verdict(_sup([8 * GiB]), _Proc(), err, [_dying()], retried=True)
+    assert f.category == "oom"  # run again once: the second time it is judged like any other
+    f = Supervisor.oom_verdict(_sup([8 * GiB]), _Proc(), err, [])
+    assert f.category == "oom"
+
+
+def test_memory_still_taken_with_no_candidate_alive_is_the_harnesss_fault():
+    with pytest.raises(HarnessError, match="no candidate process alive"):
+        Supervisor.oom_verdict(_sup([0, 0]), _Proc(), torch.OutOfMemoryError("x"), [_dying()])
+
+
+def test_the_evaluation_that_was_not_to_blame_runs_again_and_says_so(cache_dir, monkeypatch):
+    from kbenv.sandbox import evaluation as E
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    real_run, runs = E.Evaluation.run, []
+
+    def run(self):
+        runs.append(self.retried)
+        if not self.retried:
+            raise EarlierExecutorHeldMemory("CUDA out of memory")
+        return real_run(self)
+    monkeypatch.setattr(E.Evaluation, "run", run)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+        assert runs == [False, True] and r.verdict == "pass" and "retried" in r.facts, (runs, r.facts)
+    finally:
+        sup.close()
+
+
+@pytest.mark.parametrize("log,expect", [("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", "oom"),
+                                        ("ImportError: broken install", HarnessError)])
+def test_a_clean_process_that_cannot_start_for_want_of_memory_is_judged_as_an_oom(log, expect, cache_dir, monkeypatch):
+    """A baseline process that cannot start: out of memory (its own, trusted log says so) is judged like any OOM of
+    the trusted side (on the CPU: the candidate's, which was alive); anything else raises."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    real = process.await_ready
+
+    def await_ready(p, timeout_s):
+        if p.trusted and not p.ready:
+            raise process.SpawnError(f"the executor process did not start (ChannelClosed()); log:\n{log}")
+        return real(p, timeout_s)
+    monkeypatch.setattr(process, "await_ready", await_ready)
+    try:
+        if expect is HarnessError:
+            with pytest.raises(HarnessError, match="broken install"):
+                sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        else:
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+            assert r.verdict == "fail" and r.category == expect, (r.category, r.reason, r.error)
+    finally:
+        monkeypatch.setattr(process, "await_ready", real)
+        sup.close()
+
+
+def test_a_spare_that_cannot_start_beside_a_dying_executor_is_replaced(cache_dir, monkeypatch):
+    """A spare's start failing once (beside a dying executor) is retried after the dying are reaped; the
+    evaluation goes on."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    real, failed = process.await_ready, []
+
+    def await_ready(p, timeout_s):
+        if not p.trusted and not p.ready and not failed:
+            failed.append(p)
+            raise process.SpawnError("the executor process did not start; log:\nCUDA error: out of memory")
+        return real(p, timeout_s)
+    monkeypatch.setattr(process, "await_ready", await_ready)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+        assert failed and r.verdict == "pass", (r.category, r.reason, r.error)
+        assert failed[0].proc.poll() is not None  # the spare that failed is gone
+    finally:
+        monkeypatch.setattr(process, "await_ready", real)
+        sup.close()
