@@ -56,6 +56,7 @@ def _oom_case(monkeypatch, free_bytes):
         def drop_cached(self):
             pass
     sup.refs = Refs()
+    sup.pool = type("Pool", (), {"join": lambda self: None})()  # nothing disposed is still dying
     killed = []
 
     class Proc:
