@@ -132,6 +132,13 @@ class Evaluation:
                 return
             t0 = time.monotonic()
             dec = beside.result()
+            if beside.beside and dec.get("noop_failure"):
+                # The no-op run failed beside correctness. A failure counts as evidence that the kernels matter,
+                # so it must not be one that running beside could cause (memory, time, the GPU shared): the run
+                # is made again, after correctness and alone, and that one decides.
+                first = dec["noop_failure"]
+                dec = self.decoy()
+                dec["beside_failure"] = first
             self._tick("decoy", t0)  # only the wait on the evaluation's path
         except BaseException:  # a candidate's fault (or the harness's) in correctness: the decoy is not waited for
             beside.abandon()
@@ -456,11 +463,23 @@ class DecoyRun:
         self._abandoned = False
         self._ev = ev
         self._future = None
-        # Beside correctness only where a fence waits for one process's work: the idle-probe fence (drivers
-        # without the process lock) waits for the whole GPU, so a decoy running beside would stretch the
-        # candidate's fences; there it runs after correctness, as before.
-        if ev.sup.fence.kind != "idle_probe":
+        self.beside = self.may_run_beside(ev)
+        if self.beside:
             self._future = ev.sup.side.submit(ev.decoy, self)
+
+    @staticmethod
+    def may_run_beside(ev: Evaluation) -> bool:
+        """Beside correctness only where a fence waits for one process's work (the idle-probe fence, for drivers
+        without the process lock, waits for the whole GPU, so a decoy beside would stretch the candidate's
+        fences), and only where the memory plan has room for a second worker beside everything it holds while
+        the supervisor judges (its plan counts one worker's cap): an out-of-memory that the decoy's executor
+        caused must never be judged the candidate's. Elsewhere it runs after correctness, alone, as before."""
+        if ev.sup.fence.kind == "idle_probe":
+            return False
+        plan = getattr(ev.sup, "plan", None)
+        if ev.device.type != "cuda":
+            return True
+        return plan is not None and plan.budget_bytes - plan.total_bytes >= plan.worker_cap_bytes + plan.worker_context_bytes
 
     def using(self, proc) -> None:
         """The decoy's executor, once taken: killed now if the run was abandoned meanwhile."""

@@ -74,6 +74,8 @@ class References:
             ns = problem.namespace(size)
             try:
                 native = make_model(ns, "Model", MODEL_SEED, self.device, PRECISIONS[precision])
+            except torch.OutOfMemoryError:
+                raise  # judged by who held the memory (Supervisor.oom_verdict)
             except Exception as e:  # noqa: BLE001
                 raise HarnessError(f"{problem.id}: the reference model could not be built: {e!r}") from e
             model = native if precision == "fp32" else copy.deepcopy(native).float()
@@ -85,6 +87,8 @@ class References:
     def inputs(self, st: ProblemState, seed: int, domain: str) -> list:
         try:
             return make_inputs(st.ns, seed, domain, self.device, PRECISIONS[st.precision], st.problem.broad_inputs)
+        except torch.OutOfMemoryError:
+            raise  # judged by who held the memory (Supervisor.oom_verdict), never a fault of the reference
         except Exception as e:  # noqa: BLE001
             raise HarnessError(f"{st.problem.id}: inputs could not be drawn on domain {domain}: {e!r}") from e
 
@@ -115,6 +119,8 @@ class References:
                     nat = nat if isinstance(nat, (tuple, list)) else [nat]
                     st.out_specs = [(o.dtype, tuple(o.shape)) for o in nat]
                     del nat
+        except torch.OutOfMemoryError:
+            raise  # judged by who held the memory (Supervisor.oom_verdict), never a fault of the reference
         except Exception as e:  # noqa: BLE001
             raise HarnessError(f"{st.problem.id}: the reference raised on domain {domain}: {e!r}") from e
         if dtype != torch.float32:

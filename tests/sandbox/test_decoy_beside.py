@@ -6,10 +6,12 @@ import concurrent.futures
 import threading
 from types import SimpleNamespace as NS
 
+import torch
+
 from kbenv.sandbox.evaluation import DecoyRun
 
 
-def _ev(kind: str):
+def _ev(kind: str, room: int = 20 << 30):
     started = threading.Event()
     threads = []
 
@@ -18,7 +20,12 @@ def _ev(kind: str):
         started.set()
         return {"noop_correct": False}
     side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbenv-side")
-    return NS(sup=NS(fence=NS(kind=kind), side=side), decoy=decoy), started, threads
+    device = torch.device("cpu" if kind == "sigstop" else "cuda")
+    plan = NS(budget_bytes=100 * GiB, total_bytes=100 * GiB - room, worker_cap_bytes=8 * GiB, worker_context_bytes=GiB)
+    return NS(sup=NS(fence=NS(kind=kind), side=side, plan=plan), device=device, decoy=decoy), started, threads
+
+
+GiB = 1 << 30
 
 
 def test_the_decoy_starts_beside_correctness_under_a_per_process_fence():
@@ -38,3 +45,40 @@ def test_the_decoy_waits_for_correctness_under_the_idle_probe_fence():
     abandoned.abandon()
     abandoned.join()  # never started: nothing to wait for
     assert len(threads) == 1
+
+
+def test_the_decoy_waits_for_correctness_where_the_memory_plan_has_no_room_for_a_second_worker():
+    """Its executor beside the supervisor's judging could take memory the plan gives the judging: an OOM the
+    candidate did not cause. Without room for a second worker (cap and context) it runs after correctness."""
+    ev, started, threads = _ev("cuda_process_lock", room=4 << 30)
+    run = DecoyRun(ev)
+    assert not run.beside and not started.wait(0.3)
+    assert run.result() == {"noop_correct": False}
+
+
+def test_a_no_op_run_that_failed_beside_correctness_is_made_again_alone(cache_dir, monkeypatch):
+    """A failing no-op run counts as "the kernels matter", so it must not be a failure that running beside could
+    cause: the run is made again after correctness, alone, and that run decides. Here the beside run fails (as an
+    OOM would) and the candidate, whose output never comes from its kernel, is still a decoy."""
+    from kbenv.agents.scripted import KnownBadPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    pid = "kernelbench/level1/23"
+    src = extract_code(KnownBadPolicy("try_except_fallback").act({"problem_id": pid}))
+    real, calls = E.Evaluation.decoy, []
+
+    def decoy(self, run=None):
+        calls.append(run is not None)
+        if run is not None:
+            return {"custom_kernels": 1, "noop_correct": False, "noop_failure": "oom"}
+        return real(self, run)
+    monkeypatch.setattr(E.Evaluation, "decoy", decoy)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=src, measure_time=False))
+        assert calls == [True, False], calls
+        assert r.category == "decoy" and r.facts["decoy"]["beside_failure"] == "oom", (r.category, r.reason)
+    finally:
+        sup.close()
