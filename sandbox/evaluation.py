@@ -474,7 +474,7 @@ class DecoyRun:
         fences), and only where the memory plan has room for a second worker beside everything it holds while
         the supervisor judges (its plan counts one worker's cap): an out-of-memory that the decoy's executor
         caused must never be judged the candidate's. Elsewhere it runs after correctness, alone, as before."""
-        if ev.sup.fence.kind == "idle_probe":
+        if not getattr(ev.sup, "decoy_beside", True) or ev.sup.fence.kind == "idle_probe":
             return False
         plan = getattr(ev.sup, "plan", None)
         if ev.device.type != "cuda":

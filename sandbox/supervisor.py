@@ -186,6 +186,9 @@ class Supervisor:
             kept across evaluations measured slower after its first one on the H200).
         builders: concurrent sandboxed builds of candidates' C++/CUDA extensions ahead of their turn
             (:mod:`kbenv.sandbox.builds`; bubblewrap only; default 4 on cuda, 1 on cpu; 0 = none).
+        decoy_beside: run the decoy's no-op rewrite beside correctness where the memory plan has room (default on
+            cuda only: the CPU gives no speed credit, and on a 2-core machine the decoy's extra executor for
+            every candidate, most of which fail correctness, costs more time than the overlap saves).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
@@ -193,7 +196,8 @@ class Supervisor:
                  reference_budget_bytes: int | None = None, baselines: tuple | None = None,
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
                  spares: int | None = None, host_memory_cap: bool | None = None,
-                 fresh_baselines: bool | None = None, builders: int | None = None):
+                 fresh_baselines: bool | None = None, builders: int | None = None,
+                 decoy_beside: bool | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -226,6 +230,7 @@ class Supervisor:
         self.side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbenv-side")
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
+        self.decoy_beside = cuda if decoy_beside is None else bool(decoy_beside)
         self.baselines = BaselineExecutors(self, kinds)
         if self.fresh_baselines:
             self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts

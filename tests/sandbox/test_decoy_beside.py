@@ -75,10 +75,20 @@ def test_a_no_op_run_that_failed_beside_correctness_is_made_again_alone(cache_di
             return {"custom_kernels": 1, "noop_correct": False, "noop_failure": "oom"}
         return real(self, run)
     monkeypatch.setattr(E.Evaluation, "decoy", decoy)
-    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30}, decoy_beside=True)
     try:
         r = sup.evaluate(EvalRequest(problem=pid, candidate=src, measure_time=False))
         assert calls == [True, False], calls
         assert r.category == "decoy" and r.facts["decoy"]["beside_failure"] == "oom", (r.category, r.reason)
+    finally:
+        sup.close()
+
+
+def test_the_decoy_runs_beside_correctness_on_cuda_only_by_default(cache_dir):
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        assert sup.decoy_beside is False
+        assert not DecoyRun.may_run_beside(NS(sup=sup, device=sup.device))
     finally:
         sup.close()

@@ -360,7 +360,7 @@ def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one
         assert p.proc.poll() is not None, "the hazard is gone: a sandbox outlived the thread that spawned it"
     finally:
         p.kill()
-    sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, limits={"spawn_s": 30})
+    sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, limits={"spawn_s": 30}, decoy_beside=True)
     try:
         bad = with_forward("return x * 0\n")  # fails correctness: its decoy is abandoned
         for _ in range(3):
