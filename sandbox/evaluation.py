@@ -47,6 +47,11 @@ def claims_fault(done: protocol.Done) -> CandidateFault | None:
     return None
 
 
+class EarlierExecutorHeldMemory(Exception):
+    """The trusted side ran out of device memory that an earlier evaluation's dying executor held (internal:
+    :meth:`Supervisor.evaluate` runs the evaluation again; never a verdict, never a HarnessError)."""
+
+
 class Evaluation:
     def __init__(self, sup, req: EvalRequest, retried: bool = False):
         self.sup, self.req = sup, req
@@ -81,9 +86,18 @@ class Evaluation:
                           "sandbox": self.sup.sandbox_description()})
         if self.retried:
             res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
-        self.st = self.sup.refs.state(problem, req.size, self.precision)
-        self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"), "default")
-        self.layout = self.sup.layout_for(self.st, self.official[0])
+        try:
+            self.st = self.sup.refs.state(problem, req.size, self.precision)
+            self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"),
+                                               "default")
+            self.layout = self.sup.layout_for(self.st, self.official[0])
+        except torch.OutOfMemoryError as e:
+            # no executor of this evaluation exists yet: the memory is an earlier candidate's, still dying (run
+            # again once it is gone), or nobody's (the harness's)
+            if self.earlier and not self.retried:
+                raise EarlierExecutorHeldMemory(str(e)[-500:]) from e
+            raise HarnessError(f"{problem.id}: the references ran out of device memory with no candidate "
+                               f"process alive: {e}") from e
         t0 = time.monotonic()
         try:
             proc = self.sup.pool.take()

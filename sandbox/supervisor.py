@@ -21,7 +21,7 @@ import torch
 from kbenv.sandbox import memplan, process
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors, out_of_memory
 from kbenv.sandbox.builds import BuildFarm
-from kbenv.sandbox.evaluation import Evaluation
+from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory, Evaluation
 from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.fence import make_fence
 from kbenv.sandbox.lent import SlotLayout
@@ -403,8 +403,3 @@ class Supervisor:
         self.refs.drop_cached()
         torch.cuda.empty_cache()
         return torch.cuda.mem_get_info(self.device)[0]
-
-
-class EarlierExecutorHeldMemory(Exception):
-    """The trusted side ran out of device memory that an earlier evaluation's dying executor held (internal:
-    :meth:`Supervisor.evaluate` runs the evaluation again; never a verdict, never a HarnessError)."""

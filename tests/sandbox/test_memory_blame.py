@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from kbenv.sandbox import process
+from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory
 from kbenv.sandbox.result import EvalRequest
-from kbenv.sandbox.supervisor import EarlierExecutorHeldMemory, HarnessError, Supervisor
+from kbenv.sandbox.supervisor import HarnessError, Supervisor
 
 from test_faults import GOOD, PID
 
@@ -128,4 +129,29 @@ def test_a_spare_that_cannot_start_beside_a_dying_executor_is_replaced(cache_dir
         assert failed[0].proc.poll() is not None  # the spare that failed is gone
     finally:
         monkeypatch.setattr(process, "await_ready", real)
+        sup.close()
+
+
+@pytest.mark.parametrize("earlier", [True, False])
+def test_references_that_run_out_of_memory_before_any_executor_exists(earlier, cache_dir, monkeypatch):
+    """Before this evaluation takes an executor, device memory can only be held by an earlier candidate's dying
+    executor (the evaluation runs again once it is gone) or by nobody's (a harness fault): never this candidate's."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    real_state, failed = sup.refs.state, []
+
+    def state(*a, **k):
+        if not failed:
+            failed.append(1)
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real_state(*a, **k)
+    monkeypatch.setattr(sup.refs, "state", state)
+    monkeypatch.setattr(sup.pool, "pending", lambda: [_dying()] if earlier else [])
+    try:
+        if earlier:
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+            assert r.verdict == "pass" and "retried" in r.facts, (r.category, r.reason)
+        else:
+            with pytest.raises(HarnessError, match="no candidate process alive"):
+                sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+    finally:
         sup.close()
