@@ -273,8 +273,10 @@ class BaselineExecutors:
                 if self._built_marker(st, layout).exists():
                     self._send_warmup(layout, example_inputs)
                 return
-            except BaselineError:
-                self.close(keep_ahead=True, wait=False)  # tried again, and raised, when an evaluation needs them
+            except (BaselineError, torch.OutOfMemoryError):
+                # tried again, and raised or judged, when an evaluation needs them (the memory may be held by the
+                # candidate just killed, still dying: nothing binds an executor's device memory from outside)
+                self.close(keep_ahead=True, wait=False)
         self.spawn_ahead()
 
     def expect(self, problem_id: str, size: str, precision: str) -> None:
