@@ -155,3 +155,24 @@ def test_references_that_run_out_of_memory_before_any_executor_exists(earlier, c
                 sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
     finally:
         sup.close()
+
+
+def test_a_set_opened_ahead_that_finds_no_memory_is_dropped_and_the_next_evaluation_opens_its_own(cache_dir, monkeypatch):
+    """At an evaluation's end the next baseline set is opened ahead, while the candidate just killed may still hold
+    what it took: an out-of-memory there drops that set (an optimisation), it never escapes the evaluation."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    real_open, refused = sup.baselines._open, []
+
+    def _open(st, layout, owner, wait=True):
+        if owner == sup.baselines.AHEAD and not refused:
+            refused.append(1)
+            raise torch.OutOfMemoryError("lending 1.0 GiB: out of memory")
+        return real_open(st, layout, owner, wait=wait)
+    monkeypatch.setattr(sup.baselines, "_open", _open)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert refused and r.verdict == "pass", (r.category, r.reason, r.error)
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass" and not r.facts["baseline_setup"].get("opened_ahead"), r.facts["baseline_setup"]
+    finally:
+        sup.close()
