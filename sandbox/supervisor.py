@@ -187,8 +187,9 @@ class Supervisor:
         builders: concurrent sandboxed builds of candidates' C++/CUDA extensions ahead of their turn
             (:mod:`kbenv.sandbox.builds`; bubblewrap only; default 4 on cuda, 1 on cpu; 0 = none).
         decoy_beside: run the decoy's no-op rewrite beside correctness where the memory plan has room (default on
-            cuda only: the CPU gives no speed credit, and on a 2-core machine the decoy's extra executor for
-            every candidate, most of which fail correctness, costs more time than the overlap saves).
+            cuda only: the CPU gives no speed credit and has no time to win on two cores, so it keeps the order
+            that was verified there; a decoy beside costs an extra executor for every candidate, most of which
+            fail correctness).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
