@@ -293,7 +293,7 @@ class BaselineExecutors:
         plan = getattr(self.sup, "plan", None)
         if self.sup.device.type != "cuda":
             return True
-        return plan is not None and plan.budget_bytes - plan.total_bytes >= plan.baseline_bytes
+        return plan is not None and plan.room_bytes >= plan.baseline_bytes
 
     def join(self) -> None:
         """Wait for processes being reaped (their device memory is back once this returns)."""

@@ -493,7 +493,7 @@ class DecoyRun:
         plan = getattr(ev.sup, "plan", None)
         if ev.device.type != "cuda":
             return True
-        return plan is not None and plan.budget_bytes - plan.total_bytes >= plan.worker_cap_bytes + plan.worker_context_bytes
+        return plan is not None and plan.room_bytes >= plan.worker_bytes
 
     def using(self, proc) -> None:
         """The decoy's executor, once taken: killed now if the run was abandoned meanwhile."""

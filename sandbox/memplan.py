@@ -405,6 +405,18 @@ class MemoryPlan:
         return self.held_bytes + self.supervisor_transient_bytes
 
     @property
+    def room_bytes(self) -> int:
+        """What the plan leaves free beside everything it holds (the elastic cache included): the room for a
+        process still dying (a killed executor, an old baseline set) or for a second worker (the decoy's beside
+        correctness)."""
+        return self.budget_bytes - self.total_bytes
+
+    @property
+    def worker_bytes(self) -> int:
+        """What one candidate worker may hold as planned: its allocator cap and its context."""
+        return self.worker_cap_bytes + self.worker_context_bytes
+
+    @property
     def required_bytes(self) -> int:
         """Everything but the elastic reference cache: what must fit."""
         return self.total_bytes - self.reference_cache_bytes

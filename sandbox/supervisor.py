@@ -299,7 +299,7 @@ class Supervisor:
         self.baselines.expect(prob.id, req.size, precision)
         self.pool.set_target(plan.spares)  # fewer spares where the plan has room for fewer
         # killed executors of earlier evaluations are not waited for while this plan has room for them
-        self.pool.set_room(plan.budget_bytes - plan.total_bytes, plan.worker_cap_bytes + plan.worker_context_bytes)
+        self.pool.set_room(plan.room_bytes, plan.worker_bytes)
         if self._plan_cache:
             self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
 

@@ -21,7 +21,7 @@ def _ev(kind: str, room: int = 20 << 30):
         return {"noop_correct": False}
     side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbenv-side")
     device = torch.device("cpu" if kind == "sigstop" else "cuda")
-    plan = NS(budget_bytes=100 * GiB, total_bytes=100 * GiB - room, worker_cap_bytes=8 * GiB, worker_context_bytes=GiB)
+    plan = NS(room_bytes=room, worker_bytes=9 * GiB)  # a worker: its 8 GiB cap and its context
     return NS(sup=NS(fence=NS(kind=kind), side=side, plan=plan), device=device, decoy=decoy), started, threads
 
 
