@@ -66,6 +66,7 @@ def main() -> None:
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"),
+               "cpus": r.facts.get("cpus"), "per_call_ms": r.timings.get("per_call_ms"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()

@@ -82,7 +82,9 @@ class BaselineExecutors:
                "KBENV_TRUSTED_PREIMPORT": "1"}  # torch.compile's imports at spawn, off the evaluation's path
         if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
             env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
-        return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env)
+        cpus = self.sup.cpus.background if self.sup.cpus else None
+        return process.spawn(self.sup.root, str(self.sup.device), "none", None, False, trusted=True, extra_env=env,
+                             cpus=cpus)
 
     def spawn_ahead(self, start: bool = True) -> None:
         """Spawn the next evaluation's baseline processes now, so that they import torch (and torch.compile) while

@@ -54,7 +54,8 @@ class BuildFarm:
     None on the CPU)."""
 
     def __init__(self, root: Path, device: str, arch: str | None, time_limit_s: float, memory_limit: int | None,
-                 workers: int = 2):
+                 workers: int = 2, cpus: tuple | None = None):
+        self.cpus = cpus  # the supervisor's background cores (kbenv.sandbox.cpus): never a timed side's
         self.root = Path(root) / "builds"
         self.root.mkdir(mode=0o711, exist_ok=True)
         self.device, self.arch = device, arch
@@ -116,9 +117,11 @@ class BuildFarm:
             env["KBENV_RUN_AS"] = str(process.NOBODY)
         cmd = process.bwrap_args(work, False, as_root, ext_host_dir=str(ext)) + [
             sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py")]
-        limit = self.memory_limit
+        limit, cpus = self.memory_limit, self.cpus
 
         def limits():
+            if cpus:
+                os.sched_setaffinity(0, cpus)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
             if limit:

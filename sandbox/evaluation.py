@@ -339,7 +339,15 @@ class Evaluation:
             bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
             res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
             self._tick("baseline_setup", t_phase)
-            return self._timed_rounds(res, bases, paused)
+            if sup.cpus is None:
+                res.facts["cpus"] = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
+                                     else "shared: the CPU's times earn no credit")
+                return self._timed_rounds(res, bases, paused)
+            # each timed side on a core of its own, nothing else of kbenv on them (kbenv.sandbox.cpus)
+            sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
+            with sup.cpus.timing(sides) as fact:
+                res.facts["cpus"] = fact
+                return self._timed_rounds(res, bases, paused)
         finally:
             sup.pool.resume_spares(paused)
 

@@ -147,6 +147,10 @@ class ExecutorProcess:
         return wire.read_frame(self.fd_from, deadline)
 
     # -- signals --------------------------------------------------------------------------------------------
+    def pids(self) -> list[int]:
+        """Every process of this executor now (its tree, and its sandbox's pid namespace); none once it exited."""
+        return self._tree() if self.proc.poll() is None else []
+
     def _tree(self) -> list[int]:
         pids = set(process_tree(self.proc.pid))
         if self.pid_ns:
@@ -295,8 +299,9 @@ def sandbox_env(workdir: Path, device: str, in_bwrap: bool) -> dict:
 
 
 def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_memory_cap: bool,
-          trusted: bool = False, extra_env: dict | None = None) -> ExecutorProcess:
-    """Start an executor (it imports torch, then waits: on cuda it touches the GPU only after ``start``)."""
+          trusted: bool = False, extra_env: dict | None = None, cpus: tuple | None = None) -> ExecutorProcess:
+    """Start an executor (it imports torch, then waits: on cuda it touches the GPU only after ``start``), on the
+    cores ``cpus`` when given (the supervisor's background cores: :mod:`kbenv.sandbox.cpus`)."""
     cuda = device.startswith("cuda")
     workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
     to_r, to_w = os.pipe()
@@ -324,6 +329,8 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
 
     def limits():
         os.setsid()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from kbenv.sandbox import memplan, process
+from kbenv.sandbox import cpus, memplan, process
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors, out_of_memory
 from kbenv.sandbox.builds import BuildFarm
 from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory, Evaluation
@@ -58,7 +58,7 @@ class ExecutorPool:
     def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
         s = self.sup
         return process.spawn(s.root, str(s.device), s.sandbox, s.memory_limit, s.host_memory_cap,
-                             extra_env=s.executor_env)
+                             extra_env=s.executor_env, cpus=s.cpus.background if s.cpus else None)
 
     def refill(self, start: bool = True) -> None:
         """Spawn spares up to ``n``; ``start`` lets them touch the GPU (never while a candidate may be timed)."""
@@ -232,6 +232,9 @@ class Supervisor:
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.decoy_beside = cuda if decoy_beside is None else bool(decoy_beside)
+        # cores for the timing phase: the supervisor's timing thread, the candidate's executor and each baseline
+        # process get one each, and everything kbenv spawns runs on the others (kbenv.sandbox.cpus)
+        self.cpus = cpus.CpuPlan.for_device(self.device, sides=2 + len(kinds))
         self.baselines = BaselineExecutors(self, kinds)
         if self.fresh_baselines:
             self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts
@@ -243,7 +246,8 @@ class Supervisor:
         self.executor_env = {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
         n_builders = (4 if cuda else 1) if builders is None else int(builders)
         self.builds = (BuildFarm(self.root, str(self.device), arch, self.limits["compile_s"], self.memory_limit,
-                                 n_builders) if sandbox == "bwrap" and n_builders > 0 else None)
+                                 n_builders, cpus=self.cpus.background if self.cpus else None)
+                       if sandbox == "bwrap" and n_builders > 0 else None)
         n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 

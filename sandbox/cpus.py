@@ -1,0 +1,124 @@
+"""CPU cores for the timing phase: the processes a block is timed over run on cores no other work of kbenv uses.
+
+On cuda a block's time includes CPU work: the executor's Python launching each call, the supervisor's thread
+sending the block and making the fence's driver call, and the driver thread that call wakes in the fenced
+process. Everything else kbenv runs beside an evaluation is CPU work too: spares importing torch, the next
+baseline set spawned ahead (torch.compile's imports), the decoy's executor, extension builds, reaping. A timed
+process that shares a core with them waits for it, and its block is longer by that wait. On the H200 (16
+cores) whole evaluations of problem 23 had their baseline processes' fence cost at 0.9-3 ms instead of 0.6 ms
+and their baselines 15-25% slower than in the evaluations beside them, while the candidate's side was not
+(one kernel paid 1.08-1.55x), and the torch.compile baselines of the short problems (88, dlrm/2) spread
+0.23-0.93 ms per call: the signature of a process waiting for its core. This module removes that wait.
+
+The plan: of the CPUs this process may use, a block of one core per timed side (the supervisor's timing thread,
+the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top of the set, so
+that the evaluators of one machine do not share theirs. Every process kbenv spawns starts on the cores below
+them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side is moved to
+its reserved core (every thread of every process of it), and back afterwards. Where the CPUs are too few for
+the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
+
+A candidate may widen its own affinity (a process may set its own); it gains nothing by it: while a baseline is
+timed it is stopped by the fence, and its own block is its own business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+
+import torch
+
+MIN_BACKGROUND = 2  # cores left for everything else, at least
+
+
+def _host_gpus() -> int:
+    """The host's GPUs, from their device nodes (a Ray actor's CUDA_VISIBLE_DEVICES hides the others from CUDA)."""
+    return sum(1 for name in os.listdir("/dev") if name.startswith("nvidia") and name[6:].isdigit())
+
+
+def _gpu_slot(device: torch.device) -> int:
+    """This device's index among the host's GPUs (CUDA_VISIBLE_DEVICES maps a Ray actor's cuda:0 to it)."""
+    index = device.index or 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if index < len(visible) and visible[index].isdigit():
+        return int(visible[index])
+    return index
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuPlan:
+    timed: tuple[int, ...]  # one core per timed side: [0] the supervisor's timing thread, then the executors
+    background: tuple[int, ...]  # every other core this process may use: where spawned processes run
+
+    @classmethod
+    def for_device(cls, device: torch.device, sides: int, allowed: set[int] | None = None,
+                   slot: int | None = None, gpus: int | None = None) -> "CpuPlan | None":
+        """The plan for ``sides`` timed sides (the supervisor's thread counts as one) on ``device``, or None where
+        the CPUs are too few (or the device is the CPU, whose times earn no credit). The top ``gpus * sides``
+        cores are the host's timed cores, a block per GPU (``slot``: this GPU's index on the host); the
+        background is every core below them, so no evaluator's background work lands on another's timed cores."""
+        if device.type != "cuda" or not hasattr(os, "sched_getaffinity"):
+            return None
+        cpus = sorted(allowed if allowed is not None else os.sched_getaffinity(0))
+        slot = _gpu_slot(device) if slot is None else slot
+        # the host's GPUs by their device nodes; where a container shows more nodes than its CPUs can give blocks
+        # to, the GPUs this process can use (each evaluator of this machine makes the same choice)
+        counts = [gpus] if gpus is not None else [_host_gpus(), torch.cuda.device_count()]
+        for n in counts:
+            n = max(n, slot + 1)
+            reserved = len(cpus) - n * sides
+            if reserved >= MIN_BACKGROUND:
+                lo = reserved + slot * sides
+                return cls(timed=tuple(cpus[lo:lo + sides]), background=tuple(cpus[:reserved]))
+        return None
+
+    def describe(self) -> str:
+        return f"timed on cores {list(self.timed)}, everything else on {len(self.background)} others"
+
+    @contextlib.contextmanager
+    def timing(self, sides: list[list[int]]):
+        """Within: the calling thread on ``timed[0]``, and the processes of ``sides[i]`` (pids) on ``timed[i+1]``
+        (sides beyond the plan's cores share its last one). Afterwards the thread gets its own mask back and
+        every process still alive goes to the background cores. Yields a fact: how many threads were moved, and
+        how many refused it (a process gone meanwhile is neither)."""
+        fact = {"cores": list(self.timed), "threads_moved": 0, "refused": 0}
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.timed[0]})
+        moved: list[int] = []
+        try:
+            for i, pids in enumerate(sides):
+                core = self.timed[min(i + 1, len(self.timed) - 1)]
+                for tid in _threads(pids):
+                    if _set(tid, {core}, fact):
+                        moved.append(tid)
+            fact["threads_moved"] = len(moved)
+            yield fact
+        finally:
+            os.sched_setaffinity(0, before)
+            back = set(self.background)
+            for tid in moved + _threads([p for pids in sides for p in pids]):
+                _set(tid, back, None)
+
+
+def _threads(pids: list[int]) -> list[int]:
+    """Every thread of these processes (a process's affinity is per thread on Linux)."""
+    out = []
+    for pid in pids:
+        try:
+            out += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+    return out
+
+
+def _set(tid: int, cores: set[int], fact: dict | None) -> bool:
+    try:
+        os.sched_setaffinity(tid, cores)
+        return True
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError (another uid, without CAP_SYS_NICE), or EINVAL
+        if fact is not None:
+            fact["refused"] += 1
+        return False

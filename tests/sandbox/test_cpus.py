@@ -1,0 +1,95 @@
+"""The timing phase's CPU plan (kbenv.sandbox.cpus): which cores are reserved, and that the timed sides are moved
+onto them and back. The figures it exists for are GPU figures (benchmarks/trusted_bench.py on the H200)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kbenv.sandbox import process
+from kbenv.sandbox.cpus import CpuPlan
+
+CUDA = torch.device("cuda", 0)
+linux_only = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux CPU affinity")
+
+
+def test_no_plan_on_the_cpu_or_with_too_few_cores():
+    assert CpuPlan.for_device(torch.device("cpu"), sides=4, allowed=set(range(64)), slot=0, gpus=1) is None
+    assert CpuPlan.for_device(CUDA, sides=4, allowed=set(range(5)), slot=0, gpus=1) is None  # 1 core beside
+    assert CpuPlan.for_device(CUDA, sides=4, allowed=set(range(6)), slot=0, gpus=1) is not None
+
+
+def test_one_block_per_gpu_at_the_top_and_no_background_on_any_gpus_block():
+    cores = set(range(32))
+    plans = [CpuPlan.for_device(CUDA, sides=4, allowed=cores, slot=g, gpus=2) for g in (0, 1)]
+    assert plans[0].timed == (24, 25, 26, 27) and plans[1].timed == (28, 29, 30, 31)
+    for p in plans:
+        assert p.background == tuple(range(24))
+        assert not set(p.timed) & set(p.background)
+    # a GPU index beyond the device nodes counted still gets a block of its own
+    p = CpuPlan.for_device(CUDA, sides=4, allowed=cores, slot=2, gpus=1)
+    assert p.timed == (28, 29, 30, 31) and max(p.background) < 20
+
+
+def test_the_slot_is_the_hosts_gpu_index(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # a Ray actor's cuda:0 is the host's second GPU
+    p = CpuPlan.for_device(CUDA, sides=4, allowed=set(range(32)), gpus=2)
+    assert p.timed == (28, 29, 30, 31)
+
+
+def _affinity(pid: int) -> set[int]:
+    return os.sched_getaffinity(pid)
+
+
+@linux_only
+def test_timing_moves_every_thread_of_each_side_and_back():
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("needs two CPUs")
+    a, b = mine[0], mine[1]
+    plan = CpuPlan(timed=(a, b, b), background=(a,))
+    # a child with a second thread: affinity is per thread on Linux, and both must move
+    child = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                              "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                              "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "up"
+        tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(tids) >= 2
+        before = os.sched_getaffinity(0)
+        with plan.timing([[child.pid]]) as fact:
+            assert os.sched_getaffinity(0) == {a}  # the calling (timing) thread
+            assert all(_affinity(t) == {b} for t in tids)
+            assert fact["threads_moved"] == len(tids) and fact["refused"] == 0
+        assert os.sched_getaffinity(0) == before
+        assert all(_affinity(t) == {a} for t in tids)  # back to the background cores
+    finally:
+        child.kill()
+        child.wait()
+
+
+@linux_only
+def test_timing_restores_the_thread_when_the_timed_code_raises():
+    mine = sorted(os.sched_getaffinity(0))
+    plan = CpuPlan(timed=(mine[-1],), background=(mine[0],))
+    before = os.sched_getaffinity(0)
+    with pytest.raises(RuntimeError):
+        with plan.timing([[999999999]]):  # a side already gone is neither moved nor refused
+            raise RuntimeError("a candidate's fault while timed")
+    assert os.sched_getaffinity(0) == before
+
+
+@linux_only
+def test_spawned_executors_start_on_the_background_cores():
+    mine = sorted(os.sched_getaffinity(0))
+    root = Path(tempfile.mkdtemp())
+    p = process.spawn(root, "cpu", "none", None, False, cpus=(mine[0],))
+    try:
+        assert _affinity(p.proc.pid) == {mine[0]}
+    finally:
+        p.kill()
