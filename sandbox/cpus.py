@@ -10,11 +10,11 @@ and their baselines 15-25% slower than in the evaluations beside them, while the
 (one kernel paid 1.08-1.55x), and the torch.compile baselines of the short problems (88, dlrm/2) spread
 0.23-0.93 ms per call: the signature of a process waiting for its core. This module removes that wait.
 
-The plan: of the CPUs this process may use, a block of one core per timed side (the supervisor's timing thread,
-the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top of the set, so
+The plan: of the CPUs this process may use, a block of as many cores as there are timed sides (the supervisor's
+timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top of the set, so
 that the evaluators of one machine do not share theirs. Every process kbenv spawns starts on the cores below
 them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side is moved to
-its reserved core (every thread of every process of it), and back afterwards. Where the CPUs are too few for
+the reserved block (every thread of every process of it), and back afterwards. Where the CPUs are too few for
 the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
 
 A candidate may widen its own affinity (a process may set its own); it gains nothing by it: while a baseline is
@@ -48,7 +48,7 @@ def _gpu_slot(device: torch.device) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class CpuPlan:
-    timed: tuple[int, ...]  # one core per timed side: [0] the supervisor's timing thread, then the executors
+    timed: tuple[int, ...]  # the timing phase's block (a core per timed side), shared by the timed sides
     background: tuple[int, ...]  # every other core this process may use: where spawned processes run
 
     @classmethod
@@ -78,20 +78,24 @@ class CpuPlan:
 
     @contextlib.contextmanager
     def timing(self, sides: list[list[int]]):
-        """Within: the calling thread on ``timed[0]``, and the processes of ``sides[i]`` (pids) on ``timed[i+1]``
-        (sides beyond the plan's cores share its last one). Afterwards the thread gets its own mask back and
-        every process still alive goes to the background cores. Yields a fact: how many threads were moved, and
-        how many refused it (a process gone meanwhile is neither)."""
+        """Within: the calling thread and every thread of the processes ``sides`` (pids) on the block of timed
+        cores, which they share; afterwards the thread gets its own mask back and every process still alive
+        goes to the background cores. Yields a fact: how many threads were moved, and how many refused it (a
+        process gone meanwhile is neither).
+
+        The block is shared, not a core per side: only one side runs at a time (the others are held by the
+        fence, or wait for their next block), and a side confined to one core stalled on the H200. Its main
+        thread waits for the GPU on that core while the driver thread the fence's lock wakes queues behind it,
+        which added about 4 ms (a scheduler tick) to a third of the blocks."""
+        block = set(self.timed)
         fact = {"cores": list(self.timed), "threads_moved": 0, "refused": 0}
         before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {self.timed[0]})
+        os.sched_setaffinity(0, block)
         moved: list[int] = []
         try:
-            for i, pids in enumerate(sides):
-                core = self.timed[min(i + 1, len(self.timed) - 1)]
-                for tid in _threads(pids):
-                    if _set(tid, {core}, fact):
-                        moved.append(tid)
+            for tid in _threads([p for pids in sides for p in pids]):
+                if _set(tid, block, fact):
+                    moved.append(tid)
             fact["threads_moved"] = len(moved)
             yield fact
         finally:

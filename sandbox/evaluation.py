@@ -343,7 +343,7 @@ class Evaluation:
                 res.facts["cpus"] = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
                                      else "shared: the CPU's times earn no credit")
                 return self._timed_rounds(res, bases, paused)
-            # each timed side on a core of its own, nothing else of kbenv on them (kbenv.sandbox.cpus)
+            # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
             sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
             with sup.cpus.timing(sides) as fact:
                 res.facts["cpus"] = fact

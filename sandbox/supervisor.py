@@ -232,8 +232,8 @@ class Supervisor:
         kinds = tuple(baselines) if baselines else (("eager", "compile") if cuda else ("eager",))
         self.fresh_baselines = cuda if fresh_baselines is None else bool(fresh_baselines)
         self.decoy_beside = cuda if decoy_beside is None else bool(decoy_beside)
-        # cores for the timing phase: the supervisor's timing thread, the candidate's executor and each baseline
-        # process get one each, and everything kbenv spawns runs on the others (kbenv.sandbox.cpus)
+        # a block of cores for the timing phase (the supervisor's timing thread, the candidate's executor and the
+        # baseline processes, a core's worth each), and everything kbenv spawns runs on the others (kbenv.sandbox.cpus)
         self.cpus = cpus.CpuPlan.for_device(self.device, sides=2 + len(kinds))
         self.baselines = BaselineExecutors(self, kinds)
         if self.fresh_baselines:
