@@ -111,12 +111,8 @@ class GpuBusy:
 
 
 def _pci_bus_id(torch_index: int) -> str | None:
-    try:
-        import torch
-        p = torch.cuda.get_device_properties(torch_index)
-        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-    except Exception:  # noqa: BLE001 - older torch without the PCI fields: fall back to the index
-        return None
+    from kbenv.sandbox.gpuprocs import pci_bus_id
+    return pci_bus_id(torch_index)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ def main() -> None:
         busy = None
     good = KnownGoodPolicy()
     sup = Supervisor(device=args.device, fresh_baselines={"default": None, "fresh": True, "kept": False}[args.baselines])
+    sup.gpu_process_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpuprocs)
     report = {"device": args.device, "size": args.size, "baselines": args.baselines, "problems": {}}
 
     def code(pid):
@@ -66,7 +67,8 @@ def main() -> None:
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"),
-               "cpus": r.facts.get("cpus"), "per_call_ms": r.timings.get("per_call_ms"),
+               "cpus": r.facts.get("cpus"), "gpu_processes": r.facts.get("gpu_processes"),
+               "per_call_ms": r.timings.get("per_call_ms"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()

@@ -93,3 +93,14 @@ def test_spawned_executors_start_on_the_background_cores():
         assert _affinity(p.proc.pid) == {mine[0]}
     finally:
         p.kill()
+
+
+def test_gpu_processes_are_named_by_role(monkeypatch):
+    """The timing phase's fact of what held a context on the GPU: each pid by its role, the rest 'other'."""
+    from kbenv.sandbox import gpuprocs
+    procs = [(os.getpid(), 3 << 30), (101, 1 << 30), (102, 1 << 30), (103, 2 << 30), (999, 5 << 20)]
+    monkeypatch.setattr(gpuprocs, "compute_processes", lambda index: procs)
+    got = gpuprocs.by_role(0, {"candidate": [101], "eager": [102], "compile": [103], "spare": []})
+    assert got == {"supervisor": [3072], "candidate": [1024], "eager": [1024], "compile": [2048], "other": [5]}
+    monkeypatch.setattr(gpuprocs, "compute_processes", lambda index: None)  # no NVML: no fact, no failure
+    assert gpuprocs.by_role(0, {}) is None
