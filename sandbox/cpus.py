@@ -4,18 +4,21 @@ On cuda a block's time includes CPU work: the executor's Python launching each c
 sending the block and making the fence's driver call, and the driver thread that call wakes in the fenced
 process. Everything else kbenv runs beside an evaluation is CPU work too: spares importing torch, the next
 baseline set spawned ahead (torch.compile's imports), the decoy's executor, extension builds, reaping. A timed
-process that shares a core with them waits for it, and its block is longer by that wait. On the H200 (16
-cores) whole evaluations of problem 23 had their baseline processes' fence cost at 0.9-3 ms instead of 0.6 ms
-and their baselines 15-25% slower than in the evaluations beside them, while the candidate's side was not
-(one kernel paid 1.08-1.55x), and the torch.compile baselines of the short problems (88, dlrm/2) spread
-0.23-0.93 ms per call: the signature of a process waiting for its core. This module removes that wait.
+process that shares a core with them waits for it, and its block is longer by that wait.
+
+Measured on the H200 (16 cores; docs/results/h200-trusted-bench-cpus.txt, 4-5 evaluations each): with every
+process on every core, problem 88's speedup spread with CV 8.2% and 23's 12.8%; with this plan (the timed
+sides sharing cores 12-15), 88 at CV 3.8% and 40 at 2.2%, 40's eager baseline within 2%. A core per side
+was worse (88 at CV 16%): see :meth:`CpuPlan.timing`. Problem 23's baselines still drift slower within an
+evaluation while its candidate does not (CV 6.5%), which no CPU placement changed: that cause is elsewhere,
+and :mod:`kbenv.sandbox.gpuprocs` records what shares the GPU while timing runs, to find it.
 
 The plan: of the CPUs this process may use, a block of as many cores as there are timed sides (the supervisor's
-timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top of the set, so
-that the evaluators of one machine do not share theirs. Every process kbenv spawns starts on the cores below
-them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side is moved to
-the reserved block (every thread of every process of it), and back afterwards. Where the CPUs are too few for
-the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
+timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top
+of the set, so that the evaluators of one machine do not share theirs. Every process kbenv spawns starts on the
+cores below them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side
+is moved to the reserved block (every thread of every process of it), and back afterwards. Where the CPUs are too
+few for the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
 
 A candidate may widen its own affinity (a process may set its own); it gains nothing by it: while a baseline is
 timed it is stopped by the fence, and its own block is its own business.
@@ -84,9 +87,10 @@ class CpuPlan:
         process gone meanwhile is neither).
 
         The block is shared, not a core per side: only one side runs at a time (the others are held by the
-        fence, or wait for their next block), and a side confined to one core stalled on the H200. Its main
-        thread waits for the GPU on that core while the driver thread the fence's lock wakes queues behind it,
-        which added about 4 ms (a scheduler tick) to a third of the blocks."""
+        fence, or wait for their next block), and a side confined to one core stalled on the H200: about 4 ms
+        (a scheduler tick) added to a third of its blocks. That is what a thread queued behind another of its
+        own process on the one core would show (the driver thread the fence's lock wakes, behind a main thread
+        that waits for the GPU); the cause is inferred, not traced."""
         block = set(self.timed)
         fact = {"cores": list(self.timed), "threads_moved": 0, "refused": 0}
         before = os.sched_getaffinity(0)

@@ -340,7 +340,8 @@ class Evaluation:
             res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
             self._tick("baseline_setup", t_phase)
             if sup.cpus is None:
-                res.facts["cpus"] = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
+                cuda = self.device.type == "cuda"
+                res.facts["cpus"] = ("shared: too few CPUs to reserve a core per timed side" if cuda
                                      else "shared: the CPU's times earn no credit")
                 return self._timed_rounds(res, bases, paused)
             # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
