@@ -111,7 +111,7 @@ class GpuBusy:
 
 
 def _pci_bus_id(torch_index: int) -> str | None:
-    from kbenv.sandbox.gpuprocs import pci_bus_id
+    from kbenv.sandbox.gpustate import pci_bus_id
     return pci_bus_id(torch_index)
 
 

@@ -48,7 +48,7 @@ def main() -> None:
         busy = None
     good = KnownGoodPolicy()
     sup = Supervisor(device=args.device, fresh_baselines={"default": None, "fresh": True, "kept": False}[args.baselines])
-    sup.gpu_process_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpuprocs)
+    sup.gpu_state_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpustate)
     report = {"device": args.device, "size": args.size, "baselines": args.baselines, "problems": {}}
 
     def code(pid):
@@ -67,7 +67,7 @@ def main() -> None:
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"),
-               "cpus": r.facts.get("cpus"), "gpu_processes": r.facts.get("gpu_processes"),
+               "cpus": r.facts.get("cpus"), "gpu_state": r.facts.get("gpu_state"),
                "per_call_ms": r.timings.get("per_call_ms"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:

@@ -11,7 +11,7 @@ process on every core, problem 88's speedup spread with CV 8.2% and 23's 12.8%; 
 sides sharing cores 12-15), 88 at CV 3.8% and 40 at 2.2%, 40's eager baseline within 2%. A core per side
 was worse (88 at CV 16%): see :meth:`CpuPlan.timing`. Problem 23's baselines still drift slower within an
 evaluation while its candidate does not (CV 6.5%), which no CPU placement changed: that cause is elsewhere,
-and :mod:`kbenv.sandbox.gpuprocs` records what shares the GPU while timing runs, to find it.
+and :mod:`kbenv.sandbox.gpustate` records what shares the GPU while timing runs, to find it.
 
 The plan: of the CPUs this process may use, a block of as many cores as there are timed sides (the supervisor's
 timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top

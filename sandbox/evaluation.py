@@ -20,7 +20,7 @@ from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.reward import speedup as speedup_of
 from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks
-from kbenv.sandbox import decoy, gpuprocs, protocol
+from kbenv.sandbox import decoy, gpustate, protocol
 from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
@@ -350,12 +350,11 @@ class Evaluation:
                 res.facts["cpus"] = fact
                 roles = {"candidate": sides[0], **{k: p for k, p in zip(bases, sides[1:])},
                          "spare": [pid for p in sup.pool.spares for pid in p.pids()]}
-                watch = getattr(sup, "gpu_process_facts", False)
-                before = gpuprocs.by_role(self.device.index or 0, roles) if watch else None
+                watch = getattr(sup, "gpu_state_facts", False)
+                before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
                 out = self._timed_rounds(res, bases, paused)
-                if watch:  # what held a context on the GPU as timing began and ended (NVML; it decides nothing)
-                    res.facts["gpu_processes"] = {"start": before,
-                                                  "end": gpuprocs.by_role(self.device.index or 0, roles)}
+                if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)
+                    res.facts["gpu_state"] = {"start": before, "end": gpustate.snapshot(self.device.index or 0, roles)}
                 return out
         finally:
             sup.pool.resume_spares(paused)

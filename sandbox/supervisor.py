@@ -235,7 +235,8 @@ class Supervisor:
         # a block of cores for the timing phase (the supervisor's timing thread, the candidate's executor and the
         # baseline processes, a core's worth each), and everything kbenv spawns runs on the others (kbenv.sandbox.cpus)
         self.cpus = cpus.CpuPlan.for_device(self.device, sides=2 + len(kinds))
-        self.gpu_process_facts = False  # the processes on the GPU as timing begins and ends, in the facts (gpuprocs)
+        # the GPU's processes, clocks and throttle reasons as timing begins and ends, in the facts (gpustate)
+        self.gpu_state_facts = False
         self.baselines = BaselineExecutors(self, kinds)
         if self.fresh_baselines:
             self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts

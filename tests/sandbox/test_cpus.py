@@ -97,10 +97,39 @@ def test_spawned_executors_start_on_the_background_cores():
 
 def test_gpu_processes_are_named_by_role(monkeypatch):
     """The timing phase's fact of what held a context on the GPU: each pid by its role, the rest 'other'."""
-    from kbenv.sandbox import gpuprocs
+    from kbenv.sandbox import gpustate
     procs = [(os.getpid(), 3 << 30), (101, 1 << 30), (102, 1 << 30), (103, 2 << 30), (999, 5 << 20)]
-    monkeypatch.setattr(gpuprocs, "compute_processes", lambda index: procs)
-    got = gpuprocs.by_role(0, {"candidate": [101], "eager": [102], "compile": [103], "spare": []})
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: procs)
+    got = gpustate.by_role(0, {"candidate": [101], "eager": [102], "compile": [103], "spare": []})
     assert got == {"supervisor": [3072], "candidate": [1024], "eager": [1024], "compile": [2048], "other": [5]}
-    monkeypatch.setattr(gpuprocs, "compute_processes", lambda index: None)  # no NVML: no fact, no failure
-    assert gpuprocs.by_role(0, {}) is None
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: None)  # no NVML: no fact, no failure
+    assert gpustate.by_role(0, {}) is None
+
+
+def test_gpu_state_has_clocks_and_the_reasons_they_are_held_down(monkeypatch):
+    from kbenv.sandbox import gpustate
+
+    class FakeNvml:  # the driver's answers, written through the ctypes references as NVML would
+        def nvmlDeviceGetClockInfo(self, handle, kind, ref):
+            ref._obj.value = {0: 1980, 2: 3201}[kind.value]
+            return 0
+
+        def nvmlDeviceGetTemperature(self, handle, sensor, ref):
+            ref._obj.value = 71
+            return 0
+
+        def nvmlDeviceGetPowerUsage(self, handle, ref):
+            ref._obj.value = 612_500
+            return 0
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle, ref):
+            ref._obj.value = 0x4 | 0x20  # the software power cap and thermal slowdown
+            return 0
+
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: [(os.getpid(), 1 << 30)])
+    monkeypatch.setattr(gpustate, "_handle", lambda index: (FakeNvml(), None))
+    got = gpustate.snapshot(0, {})
+    assert got == {"processes": {"supervisor": [1024]}, "sm_mhz": 1980, "mem_mhz": 3201, "temp_c": 71,
+                   "power_w": 612.5, "clock_reasons": ["sw_power_cap", "sw_thermal"]}
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: None)
+    assert gpustate.snapshot(0, {}) is None

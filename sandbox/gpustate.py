@@ -1,12 +1,15 @@
-"""The driver's own list of the processes with a context on a GPU (NVML), for the timing phase's facts.
+"""What the driver says of a GPU while timing runs (NVML): the processes with a context on it, its clocks, its
+temperature and power, and the reasons its clocks are held down. For the timing phase's facts.
 
-A timed block is meant to have the GPU to itself: the candidate and the baselines alternate, and everything
-else kbenv runs is kept off the GPU while they do (spares paused, dying executors reaped, the next baseline set
-not started). This lists what NVML says actually holds a context while timing runs, each process named by its
-role (``supervisor``, ``candidate``, ``eager``/``compile``, ``spare``) or ``other``: a process of no role is
-one kbenv did not expect there (or a pid NVML gives from another pid namespace). It decides nothing; it is
-there so that a timing figure that moves can be traced to what shared the GPU. Off by default
-(``Supervisor.gpu_process_facts``; ``benchmarks/trusted_bench.py`` turns it on).
+A timed block is meant to have the GPU to itself and to see the same machine as the blocks beside it: the
+candidate and the baselines alternate, and everything else kbenv runs is kept off the GPU while they do (spares
+paused, dying executors reaped, the next baseline set not started). This records what NVML says actually held a
+context as timing began and ended, each process named by its role (``supervisor``, ``candidate``,
+``eager``/``compile``, ``spare``) or ``other`` (a process kbenv did not expect there, or a pid NVML gives from
+another pid namespace), and the clocks and their throttle reasons: a bandwidth-bound baseline slows under a
+power or thermal cap where a kernel that is not bandwidth-bound does not, which moves the ratio. It decides
+nothing; it is there so that a timing figure that moves can be traced. Off by default
+(``Supervisor.gpu_state_facts``; ``benchmarks/trusted_bench.py`` turns it on).
 
 Only ``libnvidia-ml.so.1``, through ctypes: no package beyond torch is needed.
 """
@@ -87,4 +90,35 @@ def by_role(index: int, roles: dict[str, list[int]]) -> dict | None:
     out: dict[str, list[int]] = {}
     for pid, used in procs:
         out.setdefault(role_of.get(pid, "other"), []).append(used >> 20)
+    return out
+
+
+REASONS = {0x1: "idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
+           0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clock"}
+
+
+def snapshot(index: int, roles: dict[str, list[int]]) -> dict | None:
+    """:func:`by_role`, with the SM and memory clocks (MHz), temperature (C), power (W) and the active clock
+    event reasons (``REASONS``); None without NVML. A reading the driver refuses is left out."""
+    procs = by_role(index, roles)
+    lib, handle = _handle(index) if procs is not None else (None, None)
+    if lib is None:
+        return None
+    out: dict = {"processes": procs}
+    v = ctypes.c_uint()
+    for key, fn, arg in (("sm_mhz", "nvmlDeviceGetClockInfo", 0), ("mem_mhz", "nvmlDeviceGetClockInfo", 2),
+                         ("temp_c", "nvmlDeviceGetTemperature", 0)):
+        try:
+            if getattr(lib, fn)(handle, ctypes.c_int(arg), ctypes.byref(v)) == 0:
+                out[key] = int(v.value)
+        except AttributeError:
+            pass
+    try:
+        if lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(v)) == 0:
+            out["power_w"] = round(v.value / 1000, 1)
+        mask = ctypes.c_ulonglong()
+        if lib.nvmlDeviceGetCurrentClocksThrottleReasons(handle, ctypes.byref(mask)) == 0:
+            out["clock_reasons"] = [name for bit, name in REASONS.items() if mask.value & bit]
+    except AttributeError:
+        pass
     return out
