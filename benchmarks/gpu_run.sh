@@ -31,7 +31,8 @@ cd /tmp  # run from outside the checkout so the installed package (with the mapp
 R=$OLDPWD
 for stage in "$@"; do
   case $stage in
-    tests) timeout ${TESTS_LIMIT:-150} python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
+    tests) # about 200 s on the H200 (9 tests)
+           timeout ${TESTS_LIMIT:-240} python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
              ${TESTS_K:+-k "$TESTS_K"} \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
@@ -71,8 +72,9 @@ for stage in "$@"; do
             timeout ${MEDIUM_LIMIT:-500} python3 "$R/benchmarks/memplan_gpu.py" --size medium --cap ${MEDIUM_CAP:-24G} --max-peak 22G \
               --out "$OUT/memplan_medium.json" > "$OUT/memplan_medium.log" 2>&1 ;;
     caps) # issue 16: under each memory cap, the known-good kernels at the largest size that fits, and refusals
+          # (about 250 s per cap on the H200: 16 evaluations, then every problem preflighted)
           for cap in ${CAPS:-24G 40G 80G}; do
-            timeout ${CAP_LIMIT:-170} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals \
+            timeout ${CAP_LIMIT:-300} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals \
               --out "$OUT/memplan_$cap.json" > "$OUT/memplan_$cap.log" 2>&1
             tar -czf "$FINAL/results.tgz" -C /tmp gpuout
           done ;;
