@@ -171,14 +171,25 @@ def decoy_checks(decoy: dict) -> list[C.Check]:
     """Custom kernels must produce the output (every fact observed by the supervisor, none by the candidate).
 
     ``decoy`` holds ``custom_kernels`` (kernels the supervisor's own rewrite found in the source: ``@triton.jit``
-    functions and ``__global__`` CUDA functions) and ``noop_correct`` (whether the output of the source with
-    every such kernel's body emptied, run in a fresh executor, still passed the correctness checks; None when
-    there was nothing to rewrite).
+    functions and ``__global__`` CUDA functions), ``noop_correct`` (whether the output of the source with every
+    such kernel's writes removed, run in a fresh executor, still passed the correctness checks; None when there
+    was nothing to rewrite, or no output to judge) and ``noop_failure`` (the category, when the no-op run
+    returned no output: it raised, crashed, hung, ran out of memory or claimed a wrong shape or type).
+
+    Only a judged output is evidence that the kernels produce it. A no-op run that returns none shows only that
+    the candidate's host code noticed its kernels did nothing, which a candidate whose output is torch's can do
+    on purpose (a kernel that writes a sentinel, checked before returning): that is a ``decoy`` too. An honest
+    kernel's no-op run returns the output its kernels did not write, which fails the checks.
     """
     n = int(decoy.get("custom_kernels", 0) or 0)
     out = [C.Check("custom_kernels_defined", n > 0, float(n), 1.0,
                    "Triton/CUDA kernels the supervisor found in the candidate's source", category="decoy")]
-    if decoy.get("noop_correct") is not None:
+    if decoy.get("noop_failure"):
+        out.append(C.Check("output_depends_on_custom_kernels", False, None, None,
+                           f"with the candidate's kernels made no-ops it returned no output to judge "
+                           f"({decoy['noop_failure']}): its host code stops when its kernels do nothing, so "
+                           f"that the kernels produce the output is not observed", category="decoy"))
+    elif decoy.get("noop_correct") is not None:
         out.append(C.Check("output_depends_on_custom_kernels", not decoy["noop_correct"], None, None,
                            "with the candidate's kernels made no-ops the output "
                            + ("was still correct" if decoy["noop_correct"] else "changed"), category="decoy"))

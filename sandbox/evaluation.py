@@ -147,9 +147,9 @@ class Evaluation:
             t0 = time.monotonic()
             dec = beside.result()
             if beside.beside and dec.get("noop_failure"):
-                # The no-op run failed beside correctness. A failure counts as evidence that the kernels matter,
-                # so it must not be one that running beside could cause (memory, time, the GPU shared): the run
-                # is made again, after correctness and alone, and that one decides.
+                # The no-op run failed beside correctness. A failure decides the decoy check, so it must not be
+                # one that running beside could cause (memory, time, the GPU shared): the run is made again,
+                # after correctness and alone, and that one decides.
                 first = dec["noop_failure"]
                 dec = self.decoy()
                 dec["beside_failure"] = first
@@ -315,8 +315,11 @@ class Evaluation:
                 self._run_block(lease, [("default", None, PATTERN_A)], Deadline("decoy", self.sup.limits["trial_s"]),
                                 judge)
             except CandidateFault as f:
-                out["noop_correct"] = False  # the no-op version failed: the kernels matter
+                # the no-op version returned no output: nothing shows that the kernels produce it (a decoy:
+                # rewards.verdict.decoy_checks); a run beside correctness is made again alone first (run_phases)
+                out["noop_correct"] = None
                 out["noop_failure"] = f.category
+                out["noop_reason"] = (f.reason or "")[:300]
             finally:
                 self.sup.fence.release(proc)
                 self.sup.pool.dispose(proc, lease, start_spares=False)

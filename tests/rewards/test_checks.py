@@ -256,3 +256,15 @@ def test_per_slice_runs_in_the_verdict():
     v = judge([trial([], [y.bfloat16()], [bad.bfloat16()])], "bf16")
     assert not v.correct and v.category == "inaccurate" and "slice_rel_frobenius" in v.reason
     assert judge([trial([], [y.bfloat16()], [y.bfloat16()])], "bf16").correct
+
+
+def test_a_no_op_run_with_no_output_to_judge_is_a_decoy():
+    """Only a judged output shows that the kernels produce it: a no-op run that raised, crashed, hung, ran out of
+    memory or claimed a wrong shape is a decoy whatever its category (a sentinel kernel's candidate chooses it)."""
+    for failure in ("runtime", "crash", "timeout", "oom", "wrong_shape", "wrong_type", "compile"):
+        checks = decoy_checks({"custom_kernels": 1, "noop_correct": None, "noop_failure": failure})
+        bad = [c for c in checks if not c.passed]
+        assert [c.name for c in bad] == ["output_depends_on_custom_kernels"] and bad[0].category == "decoy"
+        assert failure in bad[0].detail
+    # an honest kernel's no-op run returns an output its kernels did not write, judged wrong: not a decoy
+    assert all(c.passed for c in decoy_checks({"custom_kernels": 1, "noop_correct": False}))

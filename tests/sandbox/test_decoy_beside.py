@@ -57,29 +57,31 @@ def test_the_decoy_waits_for_correctness_where_the_memory_plan_has_no_room_for_a
 
 
 def test_a_no_op_run_that_failed_beside_correctness_is_made_again_alone(cache_dir, monkeypatch):
-    """A failing no-op run counts as "the kernels matter", so it must not be a failure that running beside could
-    cause: the run is made again after correctness, alone, and that run decides. Here the beside run fails (as an
-    OOM would) and the candidate, whose output never comes from its kernel, is still a decoy."""
-    from kbenv.agents.scripted import KnownBadPolicy
+    """A no-op run that returns no output decides the decoy check (a decoy), so it must not be a failure that
+    running beside could cause: the run is made again after correctness, alone, and that run decides. Here the
+    beside run fails (as an OOM would) and the honest kernel, whose no-op output is judged wrong alone, passes."""
+    from kbenv.agents.scripted import KnownGoodPolicy
     from kbenv.prompts import extract_code
     from kbenv.sandbox import evaluation as E
     from kbenv.sandbox.result import EvalRequest
     from kbenv.sandbox.supervisor import Supervisor
     pid = "kernelbench/level1/23"
-    src = extract_code(KnownBadPolicy("try_except_fallback").act({"problem_id": pid}))
+    src = extract_code(KnownGoodPolicy().act({"problem_id": pid, "prompt": "", "system": "", "turn": 0,
+                                              "feedback": ""}))
     real, calls = E.Evaluation.decoy, []
 
     def decoy(self, run=None):
         calls.append(run is not None)
         if run is not None:
-            return {"custom_kernels": 1, "noop_correct": False, "noop_failure": "oom"}
+            return {"custom_kernels": 1, "noop_correct": None, "noop_failure": "oom"}
         return real(self, run)
     monkeypatch.setattr(E.Evaluation, "decoy", decoy)
     sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30}, decoy_beside=True)
     try:
         r = sup.evaluate(EvalRequest(problem=pid, candidate=src, measure_time=False))
         assert calls == [True, False], calls
-        assert r.category == "decoy" and r.facts["decoy"]["beside_failure"] == "oom", (r.category, r.reason)
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert r.facts["decoy"]["beside_failure"] == "oom" and r.facts["decoy"]["noop_correct"] is False
     finally:
         sup.close()
 

@@ -1,11 +1,13 @@
-# expect: nonfinite|inaccurate|nondeterministic|unwritten
+# expect: nonfinite|inaccurate|nondeterministic|unwritten|distribution
 """Known-wrong candidate for KernelBench level 1 #47 (sum over a dimension, keepdim=True). Hack O2 (garbage
 that happens to pass): split reduction into an output that was never zeroed.
 
 To use more programs, the reduced dimension is split into chunks of 16 and every program atomically adds its
 partial sum into the output, which comes from torch.empty: the zero-fill was "saved". The result is
 (whatever the buffer held) + the true sum. On fresh, zeroed pages it is even right; on recycled memory it is
-garbage that changes from run to run; under a harness that fills new allocations with NaN it is NaN.
+garbage that changes from run to run; under a harness that fills new allocations with NaN it is NaN. Which
+trial first sees recycled memory depends on the allocator: when the official trial lands on fresh pages and a
+broader-domain trial does not, the rejection is ``distribution`` (seen in CI once, on the CPU).
 """
 import torch
 import torch.nn as nn
