@@ -121,7 +121,10 @@ class BuildFarm:
 
         def limits():
             if cpus:
-                os.sched_setaffinity(0, cpus)
+                try:
+                    os.sched_setaffinity(0, cpus)
+                except OSError:  # cores no longer this process's to give: it keeps the supervisor's own
+                    pass
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
             if limit:

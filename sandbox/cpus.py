@@ -94,7 +94,7 @@ class CpuPlan:
         block = set(self.timed)
         fact = {"cores": list(self.timed), "threads_moved": 0, "refused": 0}
         before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, block)
+        _set(0, block, fact)  # the calling thread (0: itself)
         moved: list[int] = []
         try:
             for tid in _threads([p for pids in sides for p in pids]):
@@ -103,7 +103,7 @@ class CpuPlan:
             fact["threads_moved"] = len(moved)
             yield fact
         finally:
-            os.sched_setaffinity(0, before)
+            _set(0, before, None)
             back = set(self.background)
             for tid in moved + _threads([p for pids in sides for p in pids]):
                 _set(tid, back, None)

@@ -330,7 +330,10 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     def limits():
         os.setsid()
         if cpus:
-            os.sched_setaffinity(0, cpus)
+            try:
+                os.sched_setaffinity(0, cpus)
+            except OSError:  # cores no longer this process's to give: it keeps the supervisor's own
+                pass
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
