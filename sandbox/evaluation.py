@@ -1,6 +1,7 @@
 """One evaluation of one candidate: its phases, top to bottom.
 
-compile -> correctness -> decoy -> timing -> verdict. Each phase is a short method over this evaluation's own
+compile -> correctness (the decoy beside it, where the memory plan has room) -> timing -> the decoy (where it
+could not run beside correctness) -> verdict. Each phase is a short method over this evaluation's own
 state; each has a wall-clock budget enforced from outside the executor (``Deadline``). Every deciding fact is
 observed here: outputs and inputs read from lent memory after the fence, the supervisor's clock, and the
 supervisor's own no-op rewrite of the source. The executor's replies only ever fail a candidate.
@@ -67,6 +68,7 @@ class Evaluation:
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
+        self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
         self._ticks = threading.Lock()
 
     def _tick(self, name: str, t0: float) -> None:
@@ -114,8 +116,7 @@ class Evaluation:
             f = self.sup.oom_verdict(proc, e, self.earlier, self.retried)
             res.fail(f.category, f.reason, f.error)
         finally:
-            self.sup.fence.release(proc)
-            self.sup.pool.dispose(proc, self.lease)
+            self._dispose_executor(proc)
             # cuda: this evaluation's baselines go; the next ones start, opened for this same problem
             self.sup.baselines.done(like=(self.st, self.layout, self.official[0]) if self.req.measure_time else None)
         res.facts["slots"] = len(self.layout.slots)
@@ -144,29 +145,48 @@ class Evaluation:
                 beside.abandon()  # its answer no longer matters: its executor is killed, not waited for
                 res.set_verdict(verdict)
                 return
-            t0 = time.monotonic()
-            dec = beside.result()
-            if beside.beside and dec.get("noop_failure"):
-                # The no-op run failed beside correctness. A failure decides the decoy check, so it must not be
-                # one that running beside could cause (memory, time, the GPU shared): the run is made again,
-                # after correctness and alone, and that one decides.
-                first = dec["noop_failure"]
-                dec = self.decoy()
-                dec["beside_failure"] = first
-            self._tick("decoy", t0)  # only the wait on the evaluation's path
+            dec = self._decoy_beside(beside) if beside.beside else None
         except BaseException:  # a candidate's fault (or the harness's) in correctness: the decoy is not waited for
             beside.abandon()
             raise
         finally:
             beside.join()
+        timing = self.timing(res) if self.req.measure_time else None
+        if dec is None:
+            # Where it could not run beside correctness it runs now, after the timing phase, alone: never in or
+            # just before a timing phase, and with the candidate's executor gone first (its work is done), so
+            # that the no-op run has the memory one worker is planned (a no-op run that fails for want of
+            # memory is a decoy: the memory must be its own doing). Where the plan has no room for the dying
+            # executor beside a new one, taking the decoy's executor waits for it (ExecutorPool.take).
+            self._dispose_executor(self.lease.proc)
+            t0 = time.monotonic()
+            dec = self.decoy()
+            self._tick("decoy", t0)
         res.facts["decoy"] = dec
-        if not self.req.measure_time:
-            res.set_verdict(judge_checks(per_trial, decoy=dec))
-            return
-        timing = self.timing(res)
         res.set_verdict(judge_checks(per_trial, timing=timing, decoy=dec))
-        if res.verdict == "pass":
+        if res.verdict == "pass" and timing is not None:
             res.speedup = timing["speedup"]
+
+    def _dispose_executor(self, proc) -> None:
+        """The candidate's executor goes, once: killed now, reaped off the path (ExecutorPool.dispose)."""
+        if not self._disposed:
+            self._disposed = True
+            self.sup.fence.release(proc)
+            self.sup.pool.dispose(proc, self.lease)
+
+    def _decoy_beside(self, beside: "DecoyRun") -> dict:
+        """The decoy run beside correctness, once correctness passed: its result (waited for here, on the path)."""
+        t0 = time.monotonic()
+        dec = beside.result()
+        if dec.get("noop_failure"):
+            # The no-op run failed beside correctness. A failure decides the decoy check, so it must not be one
+            # that running beside could cause (memory, time, the GPU shared): the run is made again, after
+            # correctness and alone, and that one decides.
+            first = dec["noop_failure"]
+            dec = self.decoy()
+            dec["beside_failure"] = first
+        self._tick("decoy", t0)  # only the wait on the evaluation's path
+        return dec
 
     # -------------------------------------------------------------------------------------------- compile
     def compile(self, lease: Lease, source: str, deadline: Deadline, phase: str | None = "compile") -> None:
@@ -506,7 +526,7 @@ class DecoyRun:
         without the process lock, waits for the whole GPU, so a decoy beside would stretch the candidate's
         fences), and only where the memory plan has room for a second worker beside everything it holds while
         the supervisor judges (its plan counts one worker's cap): an out-of-memory that the decoy's executor
-        caused must never be judged the candidate's. Elsewhere it runs after correctness, alone, as before."""
+        caused must never be judged the candidate's. Elsewhere it runs after the timing phase, alone."""
         if not getattr(ev.sup, "decoy_beside", True) or ev.sup.fence.kind == "idle_probe":
             return False
         plan = getattr(ev.sup, "plan", None)

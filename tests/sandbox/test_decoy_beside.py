@@ -94,3 +94,33 @@ def test_the_decoy_runs_beside_correctness_on_cuda_only_by_default(cache_dir):
         assert not DecoyRun.may_run_beside(NS(sup=sup, device=sup.device))
     finally:
         sup.close()
+
+
+def test_where_the_decoy_cannot_run_beside_it_runs_after_timing_with_the_candidates_executor_gone(cache_dir,
+                                                                                                  monkeypatch):
+    """Where the decoy does not run beside correctness (here the CPU, as on cuda without room for a second
+    worker) it runs after the timing phase, once the candidate's executor is disposed: a no-op run that fails
+    for want of memory is a decoy, so that memory must be its own, never the candidate's live executor's."""
+    from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    pid = "kernelbench/level1/19"
+    src = extract_code(KnownGoodPolicy().act({"problem_id": pid, "prompt": "", "system": "", "turn": 0,
+                                              "feedback": ""}))
+    real, seen = E.Evaluation.decoy, []
+
+    def decoy(self, run=None):
+        seen.append({"beside": run is not None, "executor_disposed": self._disposed,
+                     "candidate_alive": self.lease.proc.proc.poll() is None, "after_timing": "timing" in self.phases})
+        return real(self, run)
+    monkeypatch.setattr(E.Evaluation, "decoy", decoy)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=src))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert len(seen) == 1 and seen[0]["after_timing"] and seen[0]["executor_disposed"], seen
+        assert r.facts["decoy"]["noop_correct"] is False
+    finally:
+        sup.close()

@@ -163,7 +163,8 @@ def test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_nex
     call (``forward``), in the decoy's no-op rewrite only, beside correctness (``decoy``: its constructor sees its
     kernel write nothing), or on its 16th call, when it is most likely being timed (``late``: it is still dying when
     the next evaluation starts its spares, its baselines and its trusted work). Each is the candidate's own
-    ``oom`` or an honest pass, never a HarnessError, and the next evaluation (a good kernel) passes."""
+    ``oom``, an honest pass or (``decoy`` case) a ``decoy``, never a HarnessError, and the next evaluation (a good
+    kernel) passes."""
     from kbenv.sandbox.supervisor import Supervisor
     hog = GOOD_19.replace("class ModelNew", HOG + "\n\nclass ModelNew")
     if when == "forward":
@@ -182,7 +183,9 @@ def test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_nex
     sup = Supervisor(device="cuda", cache_dir=cache_dir, limits={"trial_s": 60, "compile_s": 120})
     try:
         bad = sup.evaluate(EvalRequest(problem=PID, candidate=hog, size="full"))
-        assert bad.verdict == "pass" or bad.category in ("oom", "runtime"), (bad.category, bad.reason, bad.error)
+        # (``decoy``: the no-op run of the ``decoy`` case may fail for want of the memory it took: no output)
+        assert bad.verdict == "pass" or bad.category in ("oom", "runtime", "decoy"), (bad.category, bad.reason,
+                                                                                      bad.error)
         good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
         assert good.verdict == "pass", (good.category, good.reason, good.error, good.facts.get("retried"))
     finally:

@@ -1,4 +1,4 @@
-# expect: pass|oom
+# expect: pass|oom|decoy
 """Resource attack on KernelBench level 1 #19 (ReLU): a correct kernel whose constructor runs it once on a probe
 and, when the kernel wrote nothing (the supervisor's no-op rewrite, run by the decoy's executor), takes every free
 byte of the device and keeps it.
@@ -6,8 +6,10 @@ byte of the device and keeps it.
 The decoy's executor runs the candidate's own module code, beside the candidate's correctness phase where the
 memory plan has room for a second worker. An out-of-memory of the trusted side is then blamed on the candidate
 only once every process that ran its code (the decoy's included) is gone and the memory is back; where the plan
-has no room for a second worker, the decoy runs after correctness, alone. Expected: its own ``oom`` or its
-honest twin's pay, never a HarnessError, and the next evaluation unharmed.
+has no room for a second worker, the decoy runs after the timing phase, alone. Expected: its own ``oom``, its
+honest twin's pay, or ``decoy`` (a no-op run that fails for want of the memory it took returns no output to
+judge: it told the no-op rewrite apart, which is what a decoy does), never a HarnessError, and the next
+evaluation unharmed.
 """
 import torch
 import torch.nn as nn
