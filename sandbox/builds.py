@@ -38,6 +38,7 @@ import threading
 from pathlib import Path
 
 from kbenv.sandbox import process
+from kbenv.sandbox.cpus import pin_self
 
 MAX_BUILD_BYTES = 512 << 20  # a CUDA extension's objects and library are tens of MiB
 MAX_BUILD_FILES = 4096
@@ -120,11 +121,7 @@ class BuildFarm:
         limit, cpus = self.memory_limit, self.cpus
 
         def limits():
-            if cpus:
-                try:
-                    os.sched_setaffinity(0, cpus)
-                except OSError:  # cores no longer this process's to give: it keeps the supervisor's own
-                    pass
+            pin_self(cpus)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
             if limit:

@@ -76,9 +76,6 @@ class CpuPlan:
                 return cls(timed=tuple(cpus[lo:lo + sides]), background=tuple(cpus[:reserved]))
         return None
 
-    def describe(self) -> str:
-        return f"timed on cores {list(self.timed)}, everything else on {len(self.background)} others"
-
     @contextlib.contextmanager
     def timing(self, sides: list[list[int]]):
         """Within: the calling thread and every thread of the processes ``sides`` (pids) on the block of timed
@@ -91,22 +88,17 @@ class CpuPlan:
         (a scheduler tick) added to a third of its blocks. That is what a thread queued behind another of its
         own process on the one core would show (the driver thread the fence's lock wakes, behind a main thread
         that waits for the GPU); the cause is inferred, not traced."""
-        block = set(self.timed)
+        block, pids = set(self.timed), [p for side in sides for p in side]
         fact = {"cores": list(self.timed), "threads_moved": 0, "refused": 0}
         before = os.sched_getaffinity(0)
         _set(0, block, fact)  # the calling thread (0: itself)
-        moved: list[int] = []
         try:
-            for tid in _threads([p for pids in sides for p in pids]):
-                if _set(tid, block, fact):
-                    moved.append(tid)
-            fact["threads_moved"] = len(moved)
+            fact["threads_moved"] = sum(_set(tid, block, fact) for tid in _threads(pids))
             yield fact
         finally:
             _set(0, before, None)
-            back = set(self.background)
-            for tid in moved + _threads([p for pids in sides for p in pids]):
-                _set(tid, back, None)
+            for tid in _threads(pids):  # threads started meanwhile inherited the block: they go back too
+                _set(tid, set(self.background), None)
 
 
 def _threads(pids: list[int]) -> list[int]:
@@ -118,6 +110,16 @@ def _threads(pids: list[int]) -> list[int]:
         except OSError:
             continue
     return out
+
+
+def pin_self(cores) -> None:
+    """In a process being spawned (a ``preexec_fn``): run on ``cores``; where the kernel refuses them (cores no
+    longer the supervisor's to give) it keeps the supervisor's own."""
+    if cores:
+        try:
+            os.sched_setaffinity(0, cores)
+        except OSError:
+            pass
 
 
 def _set(tid: int, cores: set[int], fact: dict | None) -> bool:

@@ -10,6 +10,7 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 import time
@@ -352,8 +353,8 @@ class Evaluation:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
         sup.release_memory()
-        sup.pool.join(wait=self.device.type == "cuda")  # the decoy's executor has exited (cuda: a dying CUDA
-        # context must not share the GPU with timing; the CPU's times earn no credit)
+        sup.pool.join(wait=self.device.type == "cuda")  # every disposed executor has exited (a decoy's beside
+        # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with timing)
         sup.baselines.join()  # and an earlier evaluation's baseline processes
         paused = sup.pool.pause_spares()
         try:
@@ -362,18 +363,15 @@ class Evaluation:
             bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
             res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
             self._tick("baseline_setup", t_phase)
-            if sup.cpus is None:
-                cuda = self.device.type == "cuda"
-                res.facts["cpus"] = ("shared: too few CPUs to reserve a core per timed side" if cuda
-                                     else "shared: the CPU's times earn no credit")
-                return self._timed_rounds(res, bases, paused)
             # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
             sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
-            with sup.cpus.timing(sides) as fact:
+            shared = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
+                      else "shared: the CPU's times earn no credit")
+            with sup.cpus.timing(sides) if sup.cpus else contextlib.nullcontext(shared) as fact:
                 res.facts["cpus"] = fact
-                roles = {"candidate": sides[0], **{k: p for k, p in zip(bases, sides[1:])},
-                         "spare": [pid for p in sup.pool.spares for pid in p.pids()]}
                 watch = getattr(sup, "gpu_state_facts", False)
+                roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),
+                         "spare": [pid for p in sup.pool.spares for pid in p.pids()]} if watch else {}
                 before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
                 out = self._timed_rounds(res, bases, paused)
                 if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from kbenv.sandbox import wire
+from kbenv.sandbox import cpus as cpus_mod, wire
 
 NOBODY = 65534
 HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
@@ -329,11 +329,7 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
 
     def limits():
         os.setsid()
-        if cpus:
-            try:
-                os.sched_setaffinity(0, cpus)
-            except OSError:  # cores no longer this process's to give: it keeps the supervisor's own
-                pass
+        cpus_mod.pin_self(cpus)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
