@@ -66,9 +66,10 @@ def main() -> None:
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
-               "baseline_setup": r.facts.get("baseline_setup"),
+               "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),
                "cpus": r.facts.get("cpus"), "gpu_state": r.facts.get("gpu_state"),
-               "per_call_ms": r.timings.get("per_call_ms"),
+               "per_call_ms": r.timings.get("per_call_ms"), "round_split_s": r.facts.get("round_split_s"),
+               "sm_mhz_after_block": r.facts.get("sm_mhz_after_block"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()

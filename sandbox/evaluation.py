@@ -28,7 +28,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
+from kbenv.sandbox.timing import RoundSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
 
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
 N_SAMPLES = 4096
@@ -352,15 +352,22 @@ class Evaluation:
     def timing(self, res: EvalResult) -> dict:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
-        sup.release_memory()
-        sup.pool.join(wait=self.device.type == "cuda")  # every disposed executor has exited (a decoy's beside
+        setup = RoundSplit()  # where the time before the first block goes (a fact)
+        with setup("release_memory"):
+            sup.release_memory()
+        with setup("reap_executors"):
+            sup.pool.join(wait=self.device.type == "cuda")  # every disposed executor has exited (a decoy's beside
         # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with timing)
-        sup.baselines.join()  # and an earlier evaluation's baseline processes
+        with setup("reap_baselines"):
+            sup.baselines.join()  # and an earlier evaluation's baseline processes
         paused = sup.pool.pause_spares()
         try:
             # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
-            sup.fence.hold(self.lease.proc, 30.0)
-            bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
+            with setup("hold_candidate"):
+                sup.fence.hold(self.lease.proc, 30.0)
+            with setup("baseline_leases"):
+                bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
+            res.facts["timing_setup_s"] = setup.seconds()
             res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
             self._tick("baseline_setup", t_phase)
             # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
@@ -393,33 +400,44 @@ class Evaluation:
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
         t_budget = time.monotonic() + plan.budget_s
         rounds = 0
+        split = RoundSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
+        watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
+        clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
         try:
             for r in range(plan.warmup_rounds + plan.max_rounds):
                 seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
                 regions = [self.lease] + list({id(l.region): l for l in bases.values()}.values())
-                for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
-                    x = sup.refs.inputs(st, seed, "default")
-                    for lease in regions:
-                        lease.write_inputs(k, x)
-                    del x
-                sup.release_memory()
+                with split("inputs"):
+                    for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
+                        x = sup.refs.inputs(st, seed, "default")
+                        for lease in regions:
+                            lease.write_inputs(k, x)
+                        del x
+                    sup.release_memory()
                 sides = [("candidate", self.lease)] + list(bases.items())
                 if r % 2:
                     sides.reverse()
                 for name, lease in sides:
-                    for k in range(n):
-                        lease.poison_outputs(k, PATTERN_A)
-                    flush_l2(self.device)
+                    with split("poison_flush"):
+                        for k in range(n):
+                            lease.poison_outputs(k, PATTERN_A)
+                        flush_l2(self.device)
+                    with split(name):
+                        if name == "candidate":
+                            sup.fence.release(self.lease.proc)
+                            per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
+                        else:
+                            per_call = self._baseline_block(name, lease)
+                    if watch:
+                        clocks.setdefault(name, []).append(gpustate.sm_clock(self.device.index or 0))
                     if name == "candidate":
-                        sup.fence.release(self.lease.proc)
-                        per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
-                        replay += self._recheck(seeds, rng, r)
-                    else:
-                        per_call = self._baseline_block(name, lease)
+                        with split("recheck"):
+                            replay += self._recheck(seeds, rng, r)
                     if r >= plan.warmup_rounds:
                         (cand if name == "candidate" else series[name]).raw_s.append(per_call)
                 if self.device.type == "cuda":  # the fence's cost again, under this round's machine state
-                    overhead = min(overhead, fence_overhead(next(iter(bases.values())), sup.fence, repeats=3))
+                    with split("fence_calibration"):
+                        overhead = min(overhead, fence_overhead(next(iter(bases.values())), sup.fence, repeats=3))
                     for s in (cand, *series.values()):
                         s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
@@ -442,6 +460,9 @@ class Evaluation:
                        "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
+        res.facts["round_split_s"] = split.seconds()
+        if watch:
+            res.facts["sm_mhz_after_block"] = clocks
         sup.baselines.record(st, dict(res.baseline))
         return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": ratio}
 

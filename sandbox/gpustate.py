@@ -93,6 +93,18 @@ def by_role(index: int, roles: dict[str, list[int]]) -> dict | None:
     return out
 
 
+def sm_clock(index: int) -> int | None:
+    """The SM clock now (MHz); None without NVML or where the driver refuses it."""
+    lib, handle = _handle(index)
+    if lib is None:
+        return None
+    v = ctypes.c_uint()
+    try:
+        return int(v.value) if lib.nvmlDeviceGetClockInfo(handle, ctypes.c_int(0), ctypes.byref(v)) == 0 else None
+    except AttributeError:
+        return None
+
+
 REASONS = {0x1: "idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
            0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clock"}
 

@@ -15,6 +15,7 @@ Nothing here is reported by the executor: the only facts are the supervisor's cl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
@@ -60,6 +61,26 @@ class Series:
     @property
     def median_ms(self) -> float:
         return 1e3 * statistics.median(self.per_call_s)
+
+
+class RoundSplit:
+    """Wall seconds of the timing phase by part (inputs written, outputs poisoned and L2 flushed, each side's
+    blocks, re-checks, the fence's calibration): ``with split("inputs"): ...``. A fact, so that the share of
+    the phase the timed blocks take is known; it decides nothing."""
+
+    def __init__(self):
+        self._s: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, part: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._s[part] = self._s.get(part, 0.0) + time.perf_counter() - t0
+
+    def seconds(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self._s.items()}
 
 
 def median_ci(values: list[float]) -> tuple[float, float]:
