@@ -16,6 +16,7 @@ memory while the process is held.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -95,6 +96,54 @@ def _driver():
     return lib
 
 
+class Watchdog:
+    """One long-lived thread that kills an executor whose fence call is still pending at its deadline.
+
+    ``with wd.armed(proc, seconds) as fired: <blocking call>``; ``fired()`` afterwards says whether the kill was
+    sent. Arming and disarming take a lock and a notify: nothing is started or joined on the caller's path."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._target = None  # (proc, deadline, generation) while armed
+        self._generation = 0
+        self._fired: set[int] = set()
+        threading.Thread(target=self._run, name="kbenv-fence-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                if self._target is None:
+                    self._cv.wait()
+                    continue
+                proc, deadline, gen = self._target
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                self._fired.add(gen)
+                self._target = None
+                try:
+                    proc.signal_kill()
+                except Exception:  # noqa: BLE001 - a process already gone: the pending call returns by itself
+                    pass
+
+    @contextlib.contextmanager
+    def armed(self, proc, seconds: float):
+        with self._cv:
+            self._generation += 1
+            gen = self._generation
+            self._target = (proc, time.monotonic() + seconds, gen)
+            self._cv.notify()
+        try:
+            yield lambda: gen in self._fired
+        finally:
+            with self._cv:
+                if self._target is not None and self._target[2] == gen:
+                    self._target = None
+                    self._cv.notify()
+        # (fired() stays answerable after the block; the set holds one int per timeout, which are rare)
+
+
 class ProcessLockFence(StopFence):
     """cuda: the driver's process lock (waits for the process's submitted GPU work), then SIGSTOP."""
 
@@ -107,6 +156,7 @@ class ProcessLockFence(StopFence):
         # per executor (weakly: an id() is reused once its object is gone, and a new executor must not inherit
         # an old one's pids)
         self._known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._watchdog = Watchdog()
 
     def _cuda_pids(self, p: ExecutorProcess) -> list[int]:
         """Host pids of the executor's processes that loaded the CUDA driver, scanned once per process tree
@@ -159,17 +209,15 @@ class ProcessLockFence(StopFence):
             locked.append(pid)
 
     def _lock(self, p: ExecutorProcess, pid: int, timeout_s: float) -> int:
-        result = []
+        """The driver's lock, called on this thread (a thread started per lock cost the timed block its start and
+        join); the watchdog kills the executor if the call is still pending at the deadline (SIGKILL releases a
+        pending lock: measured 36 ms on the H200), and the lock is then the candidate's timeout."""
         args = _LockArgs(timeoutMs=int(timeout_s * 1000))
-        t = threading.Thread(target=lambda: result.append(self.lib.cuCheckpointProcessLock(pid, ctypes.byref(args))),
-                             daemon=True)
-        t.start()
-        t.join(timeout_s + 1.0)
-        if t.is_alive():
-            p.signal_kill()
-            t.join(10.0)
+        with self._watchdog.armed(p, timeout_s + 1.0) as fired:
+            rc = self.lib.cuCheckpointProcessLock(pid, ctypes.byref(args))
+        if fired():
             raise FenceTimeout(f"the executor's GPU work did not end within {timeout_s:.0f} s of its reply")
-        return result[0] if result else -1
+        return rc
 
     def release(self, p: ExecutorProcess) -> None:
         super().release(p)

@@ -229,6 +229,58 @@ def test_the_lock_fence_forgets_an_executor_once_it_is_gone(monkeypatch):
     assert fence._cuda_pids(Proc([201])) == [201]
 
 
+class _FakeDriver:
+    """cuCheckpointProcessLock that returns at once, or (``hang``) only once the executor has been killed (as the
+    H200's driver does against a process that stopped itself)."""
+
+    def __init__(self, hang: bool):
+        import threading
+        self.hang, self.killed = hang, threading.Event()
+
+    def cuCheckpointProcessLock(self, pid, args):
+        if self.hang:
+            self.killed.wait(30)
+            return 304
+        return 0
+
+
+class _Killable:
+    def __init__(self, driver):
+        self.driver = driver
+
+    def signal_kill(self):
+        self.driver.killed.set()
+
+
+def test_the_lock_fence_starts_no_thread_per_lock_and_kills_a_lock_that_hangs(monkeypatch):
+    """The lock is called on the timing thread (no thread started and joined inside a timed block); a lock still
+    pending at its deadline kills the executor through the fence's one watchdog, and is the candidate's timeout
+    (never a hung supervisor)."""
+    import threading
+    import time
+
+    from kbenv.sandbox.fence import FenceTimeout, ProcessLockFence
+
+    quick = _FakeDriver(hang=False)
+    fence = ProcessLockFence(lib=quick)
+    started = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self), real_start(self))[1])
+    for _ in range(50):
+        assert fence._lock(_Killable(quick), 123, 5.0) == 0
+    assert started == []
+    assert not quick.killed.is_set()
+
+    stuck = _FakeDriver(hang=True)
+    fence = ProcessLockFence(lib=stuck)
+    t0 = time.monotonic()
+    with pytest.raises(FenceTimeout):
+        fence._lock(_Killable(stuck), 123, 0.2)
+    assert stuck.killed.is_set() and time.monotonic() - t0 < 5
+    stuck.hang = False  # the next lock on the same fence is not killed by the earlier deadline
+    assert fence._lock(_Killable(stuck), 124, 5.0) == 0
+
+
 def test_the_speedup_pairs_rounds_of_both_orders_so_an_order_effect_cancels():
     """Rounds alternate which side runs first; a side that is slower after the other (the H200's eager baseline of
     problem 23: 6.7 or 7.3 ms by round parity) would make a per-round median land on either mode. Each ratio is
