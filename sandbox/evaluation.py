@@ -437,7 +437,9 @@ class Evaluation:
                         (cand if name == "candidate" else series[name]).raw_s.append(per_call)
                 if self.device.type == "cuda":  # the fence's cost again, under this round's machine state
                     with split("fence_calibration"):
-                        overhead = min(overhead, fence_overhead(next(iter(bases.values())), sup.fence, repeats=3))
+                        probe = next(iter(bases.values()))
+                        overhead = min(overhead, fence_overhead(probe, sup.fence, repeats=3))
+                        sup.fence.hold(probe.proc, 10.0)  # held again, as every side is between its blocks
                     for s in (cand, *series.values()):
                         s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
@@ -446,6 +448,8 @@ class Evaluation:
                                                       or time.monotonic() > t_budget):
                         break
         finally:
+            for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
+                sup.fence.release(lease.proc)
             self._tick("timing", t0)
         best = min(series.values(), key=lambda s: s.median_ms)
         ratio, rel_ci = self._ratio(cand, series)
@@ -470,15 +474,15 @@ class Evaluation:
         """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),
         except running out of device memory, which is judged like any OOM of the trusted side while a candidate
         is alive (the candidate's ``oom`` if killing it frees the memory)."""
+        self.sup.fence.release(lease.proc)  # held since its last block, as the candidate is: like measurements
         try:
             return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
         except CandidateFault as f:
+            self.sup.fence.release(lease.proc)
             if f.category == "oom":
                 raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None
             raise BaselineError(f"the {self.problem.id} {name} baseline failed while timed: {f.reason}\n"
                                 f"{f.error or ''}") from None
-        finally:
-            self.sup.fence.release(lease.proc)
 
     @staticmethod
     def _ratio(cand: Series, series: dict) -> tuple[float, float]:
