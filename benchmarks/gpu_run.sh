@@ -74,7 +74,8 @@ for stage in "$@"; do
     caps) # issue 16: under each memory cap, the known-good kernels at the largest size that fits, and refusals
           # (about 250 s per cap on the H200: 16 evaluations, then every problem preflighted)
           for cap in ${CAPS:-24G 40G 80G}; do
-            timeout ${CAP_LIMIT:-300} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals \
+            only=CAP_ONLY_$cap  # CAP_ONLY_40G="ID,...": only those problems under that cap (to finish a cut-short run)
+            timeout ${CAP_LIMIT:-300} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals ${!only:+--only ${!only}} \
               --out "$OUT/memplan_$cap.json" > "$OUT/memplan_$cap.log" 2>&1
             tar -czf "$FINAL/results.tgz" -C /tmp gpuout
           done ;;

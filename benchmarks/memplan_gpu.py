@@ -7,7 +7,8 @@ device's peak memory measured, under an optional cap that makes an H200 act as a
 For each problem with a known-good solution: the preflight at ``full`` (a refusal prints its one line), then
 an evaluation at the largest size whose plan fits (``--size largest``, the default) or at ``--size``. A thread
 samples the device's used memory from NVML every 10 ms (all processes: the supervisor, the candidate's
-worker, spares, the baseline worker), so the peak is the driver's figure, not kbenv's own account. Each row
+worker, spares, the baseline worker), so the peak is the driver's figure, not kbenv's own account (less the
+driver's own reservation, which the CUDA total that the budget is planned from already leaves out). Each row
 prints the plan's ``required_bytes`` beside the measured peak; the run exits non-zero if a measured peak
 exceeds the cap (or the device), or a problem that the plan admits crashes with an out-of-memory error.
 
@@ -62,6 +63,12 @@ class DeviceMemorySampler:
             return 0
         return int(info.used)
 
+    def total(self) -> int:
+        info = _MemInfo()
+        if self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(info)) != 0:
+            return 0
+        return int(info.total)
+
     def _run(self, interval_s: float) -> None:
         while True:
             u = self.used()
@@ -112,6 +119,13 @@ def main(argv=None) -> int:
     print(f"{props.name}: {props.total_memory / GiB:.1f} GiB, planning with {budget / GiB:.1f} GiB "
           f"(cap {args.cap or 'none'}); floor figures: {p.name} ({p.source[:60]}...)", flush=True)
     sampler = DeviceMemorySampler(dev.index)
+    # NVML's used memory counts the driver's own reservation, which the CUDA runtime's total (the figure a real
+    # card's budget is planned from, and the basis of the cap) already leaves out: 0.6 GiB on the H200 (NVML
+    # 140.4 GiB, CUDA 139.8 GiB). It is taken off every figure so that a peak compares with the budget on the
+    # budget's own basis; the raw NVML figure stays in the rows.
+    reserved = max(0, sampler.total() - props.total_memory)
+    print(f"driver reservation (NVML total - CUDA total): {reserved / GiB:.2f} GiB, taken off the measured figures",
+          flush=True)
     good = KnownGoodPolicy()
     chosen = [pid for pid in good.problems() if not args.only or pid in args.only.split(",")]
     sup = Supervisor(device=str(dev))
@@ -147,21 +161,25 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         r = sup.evaluate(EvalRequest(problem=pid, candidate=code, size=size, precision=prec))
         wall = time.perf_counter() - t
-        peak = sampler.window_peak()
+        raw_peak = sampler.window_peak()
+        peak, idle = raw_peak - reserved, idle - reserved
         over = peak > limit
         oom = (r.category == "oom")
         bad += over or oom or r.verdict != "pass"
         row.update(size=size, verdict=r.verdict, category=r.category, reason=r.reason[:200], wall_s=wall,
-                   planned_bytes=plan.required_bytes, peak_used_bytes=peak, idle_used_bytes=idle,
+                   planned_bytes=plan.required_bytes, planned_total_bytes=plan.total_bytes,
+                   peak_used_bytes=peak, nvml_peak_used_bytes=raw_peak, idle_used_bytes=idle,
                    within_budget=not over, plan=plan.to_dict(), speedup=r.speedup)
         rows.append(row)
         print(f"{pid:24s} {size:6s} {r.verdict:4s} {r.category or '':12s} planned {plan.required_bytes / GiB:6.1f} GiB"
+              f" (+ cache {plan.reference_cache_bytes / GiB:.1f})"
               f"  measured peak {peak / GiB:6.1f} GiB (idle {idle / GiB:.1f})  limit {limit / GiB:.1f}"
               f"{'  OVER THE LIMIT' if over else ''}  {wall:.1f} s", flush=True)
     sup.close()
     refusals = _refusals(memplan, dev) if args.refusals else None
     bad += bool(refusals and refusals["cli_exit"] not in (None, 2))
     Path(args.out).write_text(json.dumps({"device": props.name, "cap": args.cap, "budget_bytes": budget,
+                                          "driver_reserved_bytes": reserved,
                                           "limit_bytes": limit,
                                           "peaks": p.to_dict(), "rows": rows, "refusals": refusals},
                                          indent=1, default=str))
