@@ -57,17 +57,16 @@ class DeviceMemorySampler:
         self.lock = threading.Lock()
         threading.Thread(target=self._run, args=(interval_s,), daemon=True).start()
 
+    def _info(self) -> _MemInfo:
+        info = _MemInfo()  # all zero if NVML fails
+        self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(info))
+        return info
+
     def used(self) -> int:
-        info = _MemInfo()
-        if self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(info)) != 0:
-            return 0
-        return int(info.used)
+        return int(self._info().used)
 
     def total(self) -> int:
-        info = _MemInfo()
-        if self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(info)) != 0:
-            return 0
-        return int(info.total)
+        return int(self._info().total)
 
     def _run(self, interval_s: float) -> None:
         while True:

@@ -312,8 +312,10 @@ class Evaluation:
         t0 = time.monotonic()
         source, kernels = decoy.noop_kernels(self.req.candidate)
         out = {"custom_kernels": kernels, "noop_correct": None}
+        split = RoundSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:
-            proc = self.sup.pool.take()
+            with split("take_executor"):
+                proc = self.sup.pool.take()
             lease = None
             try:
                 if run is not None:
@@ -327,14 +329,16 @@ class Evaluation:
                         raise CandidateFault("crash", "the decoy run was abandoned")
                 lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1,
                                                                   lend_outputs=self.device.type != "cuda"))
-                self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]), phase=None)
+                with split("compile"):
+                    self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]), phase=None)
 
                 def judge(domain, seed, inputs, outs, mut, meta):
                     v = judge_trials([Trial("default", inputs, self.official[1], outs, None, meta, PATTERN_A, PATTERN_B)],
                                      self.precision, self.problem.invariants, self.problem.tolerance)
                     out["noop_correct"] = v.correct
-                self._run_block(lease, [("default", None, PATTERN_A)], Deadline("decoy", self.sup.limits["trial_s"]),
-                                judge)
+                with split("call_and_judge"):
+                    self._run_block(lease, [("default", None, PATTERN_A)],
+                                    Deadline("decoy", self.sup.limits["trial_s"]), judge)
             except CandidateFault as f:
                 # the no-op version returned no output: nothing shows that the kernels produce it (a decoy:
                 # rewards.verdict.decoy_checks); a run beside correctness is made again alone first (run_phases)
@@ -346,6 +350,7 @@ class Evaluation:
                 self.sup.pool.dispose(proc, lease, start_spares=False)
         self.sup.release_memory()
         out["seconds"] = round(time.monotonic() - t0, 4)
+        out["split_s"] = split.seconds()
         return out
 
     # --------------------------------------------------------------------------------------------- timing

@@ -64,9 +64,10 @@ class Series:
 
 
 class RoundSplit:
-    """Wall seconds of the timing phase by part (inputs written, outputs poisoned and L2 flushed, each side's
-    blocks, re-checks, the fence's calibration): ``with split("inputs"): ...``. A fact, so that the share of
-    the phase the timed blocks take is known; it decides nothing."""
+    """Wall seconds of a phase by part (the timing phase: inputs written, outputs poisoned and L2 flushed, each
+    side's blocks, re-checks, the fence's calibration; what comes before its first block; the decoy run):
+    ``with split("inputs"): ...``. A fact, so that the share of a phase each part takes is known; it decides
+    nothing."""
 
     def __init__(self):
         self._s: dict[str, float] = {}

@@ -36,7 +36,7 @@ def test_rollout_known_bad_runs_all_turns(pool, tmp_path):
 def test_resume_after_kill(tmp_path):
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "kbenv.cli", "rollout", "--policy", "known-good", "--problems",
-           PROBLEMS + ",kernelbench/level1/23,kernelbench/level1/47", "--turns", "1", "--device", "cpu",
+           PROBLEMS, "--turns", "1", "--device", "cpu",
            "--out", str(out), "--no-progress"]
     env = {**os.environ, "KBENV_CACHE": str(tmp_path / "cache")}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -48,12 +48,12 @@ def test_resume_after_kill(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     first = read_records(out)
-    assert 1 <= len(first) < 5, "the kill should land mid-run"
+    assert 1 <= len(first) < 3, "the kill should land mid-run"
     r = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     recs = read_records(out)
     done = [(x["problem"], x["episode"]) for x in recs if x["episode_done"]]
-    assert sorted(set(done)) == sorted((p, 0) for p in (PROBLEMS + ",kernelbench/level1/23,kernelbench/level1/47").split(","))
+    assert sorted(set(done)) == sorted((p, 0) for p in PROBLEMS.split(","))
     assert len(done) == len(set(done)), "a finished episode was evaluated again after resuming"
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["finished"] is True
