@@ -396,7 +396,46 @@ def proc_state(pid: int) -> str:
 
 
 def process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc (the host's view, which sees into the sandbox's namespaces)."""
+    """``root`` and its descendants, from /proc (the host's view, which sees into the sandbox's namespaces).
+
+    Walked down from ``root`` through each thread's ``children`` list, which costs the executor's own processes
+    only: the whole-/proc scan below read every process's ``stat`` (9.5 ms with 450 processes on the host, the
+    load a GPU host with Ray's and torch.compile's workers carries, and the fence takes several per block).
+    Where a ``children`` list cannot be read (a kernel without ``CONFIG_PROC_CHILDREN``), the whole scan."""
+    try:
+        return _tree_by_children(root)
+    except OSError:
+        return _tree_by_scan(root)
+
+
+def _tree_by_children(root: int) -> list[int]:
+    out, stack, seen = [], [root], {root}
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue  # exited meanwhile: it has no children to walk (they were reparented into the tree's init)
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = f.read().split()
+            except FileNotFoundError:
+                if not os.path.exists(f"/proc/{pid}"):
+                    break  # the process exited
+                if os.path.exists(f"/proc/{pid}/task/{tid}/stat"):
+                    raise  # the thread is there and has no children file: the kernel lacks it
+                continue  # that thread exited
+            for k in kids:
+                c = int(k)
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+    return out
+
+
+def _tree_by_scan(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
