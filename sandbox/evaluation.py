@@ -28,7 +28,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import RoundSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
+from kbenv.sandbox.timing import PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
 
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
 N_SAMPLES = 4096
@@ -312,7 +312,7 @@ class Evaluation:
         t0 = time.monotonic()
         source, kernels = decoy.noop_kernels(self.req.candidate)
         out = {"custom_kernels": kernels, "noop_correct": None}
-        split = RoundSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
+        split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:
             with split("take_executor"):
                 proc = self.sup.pool.take()
@@ -357,7 +357,7 @@ class Evaluation:
     def timing(self, res: EvalResult) -> dict:
         t_phase = time.monotonic()
         sup, st = self.sup, self.st
-        setup = RoundSplit()  # where the time before the first block goes (a fact)
+        setup = PhaseSplit()  # where the time before the first block goes (a fact)
         with setup("release_memory"):
             sup.release_memory()
         with setup("reap_executors"):
@@ -405,7 +405,7 @@ class Evaluation:
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
         t_budget = time.monotonic() + plan.budget_s
         rounds = 0
-        split = RoundSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
+        split = PhaseSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
         watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
         clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
         try:

@@ -93,16 +93,20 @@ def by_role(index: int, roles: dict[str, list[int]]) -> dict | None:
     return out
 
 
+def _reading(lib, handle, fn: str, arg: int) -> int | None:
+    """One unsigned NVML reading of the device (``fn(handle, arg, &value)``); None where the driver refuses it or
+    lacks the symbol."""
+    v = ctypes.c_uint()
+    try:
+        return int(v.value) if getattr(lib, fn)(handle, ctypes.c_int(arg), ctypes.byref(v)) == 0 else None
+    except AttributeError:
+        return None
+
+
 def sm_clock(index: int) -> int | None:
     """The SM clock now (MHz); None without NVML or where the driver refuses it."""
     lib, handle = _handle(index)
-    if lib is None:
-        return None
-    v = ctypes.c_uint()
-    try:
-        return int(v.value) if lib.nvmlDeviceGetClockInfo(handle, ctypes.c_int(0), ctypes.byref(v)) == 0 else None
-    except AttributeError:
-        return None
+    return None if lib is None else _reading(lib, handle, "nvmlDeviceGetClockInfo", 0)
 
 
 REASONS = {0x1: "idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
@@ -117,14 +121,12 @@ def snapshot(index: int, roles: dict[str, list[int]]) -> dict | None:
     if lib is None:
         return None
     out: dict = {"processes": procs}
-    v = ctypes.c_uint()
     for key, fn, arg in (("sm_mhz", "nvmlDeviceGetClockInfo", 0), ("mem_mhz", "nvmlDeviceGetClockInfo", 2),
                          ("temp_c", "nvmlDeviceGetTemperature", 0)):
-        try:
-            if getattr(lib, fn)(handle, ctypes.c_int(arg), ctypes.byref(v)) == 0:
-                out[key] = int(v.value)
-        except AttributeError:
-            pass
+        value = _reading(lib, handle, fn, arg)
+        if value is not None:
+            out[key] = value
+    v = ctypes.c_uint()
     try:
         if lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(v)) == 0:
             out["power_w"] = round(v.value / 1000, 1)

@@ -63,7 +63,7 @@ class Series:
         return 1e3 * statistics.median(self.per_call_s)
 
 
-class RoundSplit:
+class PhaseSplit:
     """Wall seconds of a phase by part (the timing phase: inputs written, outputs poisoned and L2 flushed, each
     side's blocks, re-checks, the fence's calibration; what comes before its first block; the decoy run):
     ``with split("inputs"): ...``. A fact, so that the share of a phase each part takes is known; it decides

@@ -131,5 +131,6 @@ def test_gpu_state_has_clocks_and_the_reasons_they_are_held_down(monkeypatch):
     got = gpustate.snapshot(0, {})
     assert got == {"processes": {"supervisor": [1024]}, "sm_mhz": 1980, "mem_mhz": 3201, "temp_c": 71,
                    "power_w": 612.5, "clock_reasons": ["sw_power_cap", "sw_thermal"]}
+    assert gpustate.sm_clock(0) == 1980  # the per-block reading, through the same NVML call
     monkeypatch.setattr(gpustate, "compute_processes", lambda index: None)
     assert gpustate.snapshot(0, {}) is None
