@@ -28,7 +28,8 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block
+from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block,
+                                  worth_timing)
 
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
 N_SAMPLES = 4096
@@ -408,10 +409,12 @@ class Evaluation:
         split = PhaseSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
         watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
         clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
+        active = dict(bases)  # the baselines still timed (TimingPlan.prune_ratio)
+        pruned: dict = {}  # baseline -> the counted rounds it was timed for
         try:
             for r in range(plan.warmup_rounds + plan.max_rounds):
                 seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
-                regions = [self.lease] + list({id(l.region): l for l in bases.values()}.values())
+                regions = [self.lease] + list({id(l.region): l for l in active.values()}.values())
                 with split("inputs"):
                     for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
                         x = sup.refs.inputs(st, seed, "default")
@@ -419,7 +422,7 @@ class Evaluation:
                             lease.write_inputs(k, x)
                         del x
                     sup.release_memory()
-                sides = [("candidate", self.lease)] + list(bases.items())
+                sides = [("candidate", self.lease)] + list(active.items())
                 if r % 2:
                     sides.reverse()
                 for name, lease in sides:
@@ -451,6 +454,10 @@ class Evaluation:
                         s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
                     rounds += 1
+                    if rounds >= plan.min_rounds and len(active) > 1:
+                        for name in set(active) - set(worth_timing(series, list(active), plan.prune_ratio)):
+                            del active[name]
+                            pruned[name] = rounds
                     if rounds >= plan.min_rounds and (self._ratio(cand, series)[1] <= plan.target_rel_ci
                                                       or time.monotonic() > t_budget):
                         break
@@ -471,6 +478,7 @@ class Evaluation:
                        "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
+        res.facts["baselines_pruned"] = pruned  # timed no more after that many rounds: far slower than the best
         res.facts["round_split_s"] = split.seconds()
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
@@ -517,7 +525,7 @@ class Evaluation:
             got = self.lease.read_outputs(k)
             for j, (ref, o) in enumerate(zip(refs, got)):
                 pos = torch.randint(0, max(ref.numel(), 1), (N_SAMPLES,), generator=rng).to(ref.device)
-                ref_max = float(ref.double().abs().max()) if ref.numel() and ref.is_floating_point() else 1.0
+                ref_max = float(ref.abs().max()) if ref.numel() and ref.is_floating_point() else 1.0  # exact in its dtype: no float64 copy of a GiB output
                 out.append(C.check_sampled(ref.reshape(-1)[pos].cpu(), o.reshape(-1)[pos].cpu(), ref_max,
                                            self.precision, f"timed_round{r}_call{k}_output{j}", "replay"))
             same, detail = self.lease.inputs_unchanged(k, inputs_k)

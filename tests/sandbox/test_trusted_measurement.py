@@ -99,7 +99,7 @@ def test_an_output_claimed_written_without_a_place_is_the_candidates_crash():
 
     class Proc:
         trusted = False
-        memfd = os.memfd_create("t")
+        memfd = os.memfd_create("t", os.MFD_ALLOW_SEALING)  # as process.spawn creates it
     layout = SlotLayout.build([torch.zeros(8)], [(torch.float32, (8,))], 2, lend_outputs=False)
     lease = Lease(Proc(), torch.device("cpu"), layout)
     try:
@@ -151,7 +151,9 @@ def test_a_candidate_without_any_kernel_is_a_decoy(supervisor):
 def test_the_executor_runs_as_an_unprivileged_host_uid(supervisor):
     r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
     if supervisor.sandbox == "bwrap":
-        assert r.facts["executor_uid"] == 65534 and "nobody" in r.facts["sandbox"]
+        from kbenv.sandbox.process import SANDBOX_UIDS, root_mode
+        if root_mode():
+            assert r.facts["executor_uid"] in SANDBOX_UIDS and "uid of its own" in r.facts["sandbox"]
     src = with_forward("print(open('/etc/shadow').read())\n")
     bad = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
     assert bad.category == "runtime" and "Permission denied" in (bad.error or "")
@@ -292,3 +294,14 @@ def test_the_speedup_pairs_rounds_of_both_orders_so_an_order_effect_cancels():
     ratio, ci = Evaluation._ratio(cand, {"eager": base})
     assert abs(ratio - 1.1) < 1e-9 and ci == 0.0
     assert Evaluation._ratio(Series("c", raw_s=[2.0]), {"e": Series("e", raw_s=[3.0])})[0] == 1.5  # one round
+
+
+def test_a_baseline_far_slower_than_the_fastest_is_timed_no_more_and_one_always_stays():
+    """The timing budget goes to the rounds that decide the ratio (TimingPlan.prune_ratio): figures of the H200 at
+    full size, LayerNorm's eager baseline 8.2 ms a call against torch.compile's 0.46 ms; softmax's 7.3 against 5.9."""
+    from kbenv.sandbox.timing import Series, worth_timing
+    layernorm = {"eager": Series("eager", raw_s=[8.2e-3] * 5), "compile": Series("compile", raw_s=[0.46e-3] * 5)}
+    assert worth_timing(layernorm, ["eager", "compile"], 1.5) == ["compile"]
+    softmax = {"eager": Series("eager", raw_s=[7.3e-3] * 5), "compile": Series("compile", raw_s=[5.9e-3] * 5)}
+    assert worth_timing(softmax, ["eager", "compile"], 1.5) == ["eager", "compile"]
+    assert worth_timing(layernorm, ["eager"], 1.5) == ["eager"]
