@@ -93,37 +93,44 @@ class BuildFarm:
     def _build(self, key: str, source: str) -> Path | None:
         work = Path(tempfile.mkdtemp(prefix="b-", dir=self.root))
         try:
-            ext = work / "ext"
-            ext.mkdir()
+            out = work / "build.tar"  # the builder's one writable host file (its private directory is read-only)
+            out.touch()
             (work / "candidate.py").write_text(source)
             as_root = process.root_mode()
+            uid = process.sandbox_uid() if as_root else None
             if as_root:
-                for d in (work, ext):
-                    os.chown(d, process.NOBODY, process.NOBODY)
+                for path in (work, out):
+                    os.chown(path, uid, uid)
             else:
-                os.chmod(work, 0o777)
-                os.chmod(ext, 0o777)
-            if not self._run_builder(work, ext, as_root):
+                os.chmod(work, 0o755)
+                os.chmod(out, 0o666)
+            if not self._run_builder(work, out, uid) or out.stat().st_size == 0:
                 return None
-            return self._pack(ext, self.root / f"{key}.tar")
+            dest = self.root / f"{key}.tar"
+            os.replace(out, dest)  # opaque bytes: only the same source's executor unpacks them, in its sandbox
+            return dest
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _run_builder(self, work: Path, ext: Path, as_root: bool) -> bool:
+    def _run_builder(self, work: Path, out: Path, uid: int | None) -> bool:
+        """The builder, as ``uid`` (root mode: a sandbox uid of its own) or in a user namespace (None)."""
+        as_root = uid is not None
         env = process.sandbox_env(work, "cpu", True)
         env.update(CUDA_VISIBLE_DEVICES="", MAX_JOBS="2")
         if self.arch:
             env["TORCH_CUDA_ARCH_LIST"] = self.arch
         if as_root:
-            env["KBENV_RUN_AS"] = str(process.NOBODY)
-        cmd = process.bwrap_args(work, False, as_root, ext_host_dir=str(ext)) + [
-            sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py")]
+            env["KBENV_RUN_AS"] = str(uid)
+            env["KBENV_TMP_BOUND"] = process.write_bound()
+        cmd = process.bwrap_args(work, False, as_root, out_file=str(out)) + [
+            sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py"), str(out)]
         limit, cpus = self.memory_limit, self.cpus
 
         def limits():
             pin_self(cpus)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+            process.sandbox_limits(as_root)
+            # the tar of a build (MAX_BUILD_BYTES of files and their headers): the most it may write on the host
+            resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_BUILD_BYTES + (64 << 20),) * 2)
             if limit:
                 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
@@ -139,37 +146,6 @@ class BuildFarm:
             except ProcessLookupError:
                 pass
             proc.wait()
-
-    @staticmethod
-    def _pack(ext: Path, dest: Path) -> Path | None:
-        """The regular files under ``ext`` (the builder is gone), into ``dest``; None if there are too many or
-        they are too large. Nothing a builder left is followed or interpreted: a link, device or fifo is skipped,
-        and each file is opened without following a link and checked to be regular before it is read."""
-        files, total = [], 0
-        for dirpath, dirnames, filenames in os.walk(ext, followlinks=False):
-            for name in filenames:
-                path = os.path.join(dirpath, name)
-                st = os.lstat(path)
-                if not stat.S_ISREG(st.st_mode) or name == "lock":  # torch's build lock: never carried over
-                    continue
-                files.append((path, st))
-                total += st.st_size
-                if len(files) > MAX_BUILD_FILES or total > MAX_BUILD_BYTES:
-                    return None
-        if not files:
-            return None
-        tmp = dest.with_suffix(".part")
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:  # sub-second mtimes: ninja compares them
-            for path, st in files:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as f:
-                    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                        continue
-                    info = tarfile.TarInfo(os.path.relpath(path, ext))
-                    info.size, info.mtime, info.mode = st.st_size, st.st_mtime, 0o644 | (st.st_mode & 0o111)
-                    tar.addfile(info, f)
-        os.replace(tmp, dest)
-        return dest
 
     # -------------------------------------------------------------------------------------------- install
     def submitted(self, source: str) -> bool:
@@ -200,10 +176,40 @@ class BuildFarm:
             return ""
         name = "prebuilt.tar"
         shutil.copyfile(tar, workdir / name)
-        if process.root_mode():
-            os.chown(workdir / name, process.NOBODY, process.NOBODY)
+        os.chmod(workdir / name, 0o644)  # read by the executor's own uid, through its read-only private directory
         return name
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def pack_build(ext: Path, dest: Path) -> Path | None:
+    """The regular files under ``ext`` into the tar ``dest``; None if there are none, too many or too large. Run by
+    the builder, inside its sandbox, once the candidate's import has finished (:mod:`kbenv.sandbox.builder`): what
+    it writes is untrusted, and bounded from outside (its file size limit). A link, device or fifo is skipped, and
+    each file is opened without following a link and checked to be regular before it is read."""
+    files, total = [], 0
+    for dirpath, dirnames, filenames in os.walk(ext, followlinks=False):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or name == "lock":  # torch's build lock: never carried over
+                continue
+            files.append((path, st))
+            total += st.st_size
+            if len(files) > MAX_BUILD_FILES or total > MAX_BUILD_BYTES:
+                return None
+    if not files:
+        return None
+    # written in place: the one file the builder's sandbox lets it write (the directory around it is read-only)
+    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tar:  # sub-second mtimes: ninja compares them
+        for path, st in files:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    continue
+                info = tarfile.TarInfo(os.path.relpath(path, ext))
+                info.size, info.mtime, info.mode = st.st_size, st.st_mtime, 0o644 | (st.st_mode & 0o111)
+                tar.addfile(info, f)
+    return dest

@@ -21,12 +21,29 @@ def _drop_privileges() -> None:
     if uid is None or os.getuid() != 0:
         return
     import ctypes
+    _bound_writes(ctypes.CDLL(None, use_errno=True), os.environ.pop("KBENV_TMP_BOUND", ""))
     os.setgroups([])
     os.setgid(int(uid))
     os.setuid(int(uid))
     ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     if os.getuid() == 0 or os.geteuid() == 0:
         os._exit(4)
+
+
+def _bound_writes(libc, bound: str) -> None:
+    """Remount the sandbox's /tmp, the one place this process may write, with the supervisor's bound ("BYTES:FILES",
+    ``process.write_bound``), while it is still root in its own mount namespace; unbounded, a candidate could fill
+    the host's memory through it. A remount that fails ends the process before any candidate code exists (the
+    supervisor's SpawnError: a fault of the machine, raised loudly)."""
+    if not bound:
+        return
+    size, files = bound.split(":")
+    opts = f"size={int(size)}" + (f",nr_inodes={int(files)}" if files else "")
+    MS_NOSUID, MS_NODEV, MS_REMOUNT = 2, 4, 32  # bubblewrap mounted it nosuid, nodev: a remount keeps them only if named
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts.encode()) != 0:
+        import ctypes
+        os.write(2, f"kbenv: could not bound /tmp ({os.strerror(ctypes.get_errno())})\n".encode())
+        os._exit(5)
 
 
 _drop_privileges()
@@ -52,7 +69,7 @@ def _unpack_prebuilt(name: str) -> None:
     up to date and only loads it); if it cannot be unpacked, the import compiles as usual."""
     import tarfile
     try:
-        with tarfile.open(os.path.join(os.getcwd(), os.path.basename(name))) as t:
+        with tarfile.open(os.path.join(os.environ.get("KBENV_INBOX", os.getcwd()), os.path.basename(name))) as t:
             t.extractall(os.environ.get("TORCH_EXTENSIONS_DIR", "."), filter="data")
     except (OSError, tarfile.TarError):
         pass

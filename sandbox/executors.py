@@ -49,7 +49,7 @@ class Lease:
         self.last: dict[int, protocol.Done] = {}  # each slot's latest reply: where its outputs were left
         self.imports = None  # devshare.IpcImports, once an output was left in the executor's memory
         self.owns_region = region is None
-        self.region = region or LentRegion(device, layout.total_bytes, proc.memfd)
+        self.region = region or LentRegion(device, layout.total_bytes, proc.memfd, seal=not proc.trusted)
         if device.type == "cuda":
             try:
                 devshare.send_fd(proc.sock, self.region.dev_buf.fd, b"B", self.region.dev_buf.size)

@@ -12,6 +12,7 @@ A :class:`SlotLayout` is public: which offsets hold which tensor. It says nothin
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import mmap
 import os
 import warnings
@@ -91,11 +92,20 @@ def view_of(raw: torch.Tensor, slot: TensorSlot) -> torch.Tensor:
     return raw[slot.offset:slot.offset + n].view(dtype).reshape(slot.shape)
 
 
+def seal_size(memfd: int) -> None:
+    """Seal a candidate's memfd against any change of size, for good (``F_SEAL_SHRINK | F_SEAL_GROW |
+    F_SEAL_SEAL``). The candidate's process holds the fd: truncated, the supervisor's own mapping of it would raise
+    SIGBUS at its next access past the new end and kill the supervisor (a harness fault caused by a candidate,
+    known-bad ``19:shrink_lent_region``); grown, it is host memory that no limit of the process counts. The memfd
+    must be created with ``MFD_ALLOW_SEALING`` (:func:`kbenv.sandbox.process.spawn`)."""
+    fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+
+
 class LentRegion:
     """The supervisor's side of a lent region (its own mapping; it never trusts what the executor says is in
     it, only what it reads)."""
 
-    def __init__(self, device: torch.device, nbytes: int, memfd: int | None = None):
+    def __init__(self, device: torch.device, nbytes: int, memfd: int | None = None, seal: bool = False):
         self.device = device
         self.nbytes = max(int(nbytes), ALIGN)
         self.dev_buf = None
@@ -112,6 +122,8 @@ class LentRegion:
             if memfd is None:
                 raise ValueError("a cpu region needs the memfd shared with the executor")
             os.ftruncate(memfd, self.nbytes)
+            if seal:  # before any candidate code runs: its process holds this memfd (seal_size says why)
+                seal_size(memfd)
             self._mm = mmap.mmap(memfd, self.nbytes, access=mmap.ACCESS_WRITE)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)

@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 
 from kbenv.problems import PRECISIONS, Problem, ProblemError, get_problem, load_namespace
+from kbenv.sandbox.process import WRITE_QUOTA_BYTES
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -59,6 +60,9 @@ CONTEXT_BYTES = 768 * MiB
 HOST_PROCESS_BYTES_CPU = 512 * MiB
 # A CUDA process's resident host memory (CUDA runtime, cuBLAS, cuDNN and torch libraries mapped).
 HOST_PROCESS_BYTES_CUDA = 2 * GiB
+# What the sandboxes that run candidate code at once may write into their bounded /tmp (host memory): the
+# candidate's executor, its decoy's and cuda's four builders (kbenv.sandbox.process.WRITE_QUOTA_BYTES each).
+SANDBOX_WRITERS = 6
 
 MIN_SLOTS = 2
 MAX_SLOTS = 32
@@ -512,7 +516,8 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         # before they move (fp32), and the host arena that outputs fall back to when device memory cannot be
         # shared.
         host = ((2 + spares + baseline_processes) * HOST_PROCESS_BYTES_CUDA
-                + (2 + baseline_processes) * fp.reference_param_bytes + fp.output_slot_bytes)
+                + (2 + baseline_processes) * fp.reference_param_bytes + fp.output_slot_bytes
+                + SANDBOX_WRITERS * WRITE_QUOTA_BYTES)
     else:
         host = 0  # set below: on the CPU the plan's parts are the host's
     p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,

@@ -7,8 +7,8 @@ code paths it needs bound back read-only, its own private directory as the one w
 ``/dev`` with only the GPU's device nodes (cuda), no network and its own PID/IPC/UTS namespaces.
 
 Its host uid: when the supervisor runs as root, bubblewrap mounts as root without a user namespace and the
-executor becomes ``nobody`` (a real host uid) before anything else runs (``executor._drop_privileges``), so files
-only root may read stay unreadable. A non-root supervisor's executor runs in a user namespace as the
+executor becomes an unprivileged host uid of its own (:data:`SANDBOX_UIDS`, with :data:`TASK_LIMIT` tasks) before
+anything else runs (``executor._drop_privileges``), so files only root may read stay unreadable. A non-root supervisor's executor runs in a user namespace as the
 supervisor's own uid, which sees only what the binds expose.
 """
 
@@ -30,11 +30,26 @@ from pathlib import Path
 from kbenv.sandbox import cpus as cpus_mod, wire
 
 NOBODY = 65534
+# As root, each sandboxed process (an executor, a builder) runs as a host uid of its own, drawn from this range
+# (no account has one), with at most TASK_LIMIT processes and threads of that uid: a fork or thread bomb stops at
+# its own limit, and one sandbox's count cannot starve another's (with one uid for all, a bomb in one would make
+# every spare's start fail: a harness fault caused by a candidate; known-bad 19:thread_bomb).
+SANDBOX_UIDS = range(2_000_000_000, 2_100_000_000)
+TASK_LIMIT = 1024
 HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
 # Where a sandboxed process builds C++/CUDA extensions (its TORCH_EXTENSIONS_DIR): one fixed path inside every
 # sandbox, on the sandbox's own /tmp, so that a build made ahead by a builder (kbenv.sandbox.builds, which binds
 # a host directory there) is up to date, path for path, in the executor that installs it.
 EXT_DIR = "/tmp/kbenv-ext"
+# A sandboxed process's home, caches and working directory, on the same /tmp. Its private directory on the host
+# is bound read-only (the supervisor puts a build made ahead there): nothing it writes reaches the host's disk.
+HOME_DIR = "/tmp/kbenv-home"
+# What a sandboxed process (an executor or a builder: both run candidate code) may write: its sandbox's /tmp is
+# the one writable place, a tmpfs (host memory) bounded at this size and file count, so that a candidate cannot
+# fill the host's memory or disk and take the supervisor down with it (known-bad 19:fill_tmp). An honest
+# candidate writes its Triton cache and its extension builds there: a few MiB, tens of files.
+WRITE_QUOTA_BYTES = 1 << 30
+WRITE_QUOTA_FILES = 16384
 
 
 class SpawnError(RuntimeError):
@@ -88,6 +103,20 @@ def _code_binds() -> list[str]:
     return [arg for p in top for arg in (*_parents(p), "--ro-bind", p, p)]
 
 
+def sandbox_uid() -> int:
+    """A fresh host uid for one sandboxed process (:data:`SANDBOX_UIDS`): random, so that supervisors of one host
+    draw without coordinating (two live sandboxes share one with odds of about 1e-8 per pair)."""
+    return SANDBOX_UIDS[int.from_bytes(os.urandom(4), "little") % len(SANDBOX_UIDS)]
+
+
+def sandbox_limits(as_root: bool) -> None:
+    """Limits every sandboxed process starts with (in ``preexec_fn``): its tasks, where it runs as a uid of its own
+    (as root; in a user namespace it is the supervisor's own uid, whose count includes the supervisor's processes)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if as_root:
+        resource.setrlimit(resource.RLIMIT_NPROC, (TASK_LIMIT, TASK_LIMIT))
+
+
 def _parents(path: str, mode: str = "0755") -> list[str]:
     """Create a bind target's missing parents with ``mode`` (bubblewrap would make them 0700 root)."""
     parts = Path(path).parts
@@ -107,19 +136,51 @@ def _dev_args(cuda: bool) -> list[str]:
     return args
 
 
-def bwrap_args(workdir: Path, cuda: bool, as_root: bool, ext_host_dir: str | None = None) -> list[str]:
-    """The sandbox: host read-only, hidden directories empty, the private ``workdir`` writable, and
-    :data:`EXT_DIR` a writable empty directory, or ``ext_host_dir`` bound there (a builder's output)."""
-    ext = (["--bind", ext_host_dir, EXT_DIR] if ext_host_dir else ["--perms", "01777", "--dir", EXT_DIR])
-    hidden = []
+def bwrap_args(workdir: Path, cuda: bool, as_root: bool, out_file: str | None = None) -> list[str]:
+    """The sandbox: host read-only, hidden directories empty (read-only but for /tmp), the private ``workdir``
+    bound read-only, :data:`HOME_DIR` and :data:`EXT_DIR` writable on the sandbox's bounded /tmp
+    (:func:`write_bound`), and ``out_file`` (a file in ``workdir``: a builder's one output) bound writable."""
+    hidden, read_only = [], []
     for d in HIDDEN:
         if os.path.isdir(d):
+            if d == "/tmp" and tmpfs_size_flag():
+                hidden += ["--size", str(WRITE_QUOTA_BYTES)]
             hidden += ["--perms", "0755", "--tmpfs", d]
+            if d != "/tmp":  # a user namespace's tmpfs belongs to the sandbox's uid: nothing may be written there
+                read_only += ["--remount-ro", d]
     ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"] if as_root
           else ["--unshare-all", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"])
+    out = ["--bind", out_file, out_file] if out_file else []
     return ["bwrap", "--ro-bind", "/", "/", *_dev_args(cuda), "--proc", "/proc", *hidden, *_code_binds(),
-            *_parents(str(workdir), "0711"), "--bind", str(workdir), str(workdir), *ext, *ns, "--die-with-parent",
-            "--new-session", "--chdir", str(workdir)]
+            *_parents(str(workdir), "0711"), "--ro-bind", str(workdir), str(workdir), *out,
+            "--perms", "01777", "--dir", HOME_DIR, "--perms", "01777", "--dir", EXT_DIR, *read_only, *ns,
+            "--die-with-parent", "--new-session", "--chdir", HOME_DIR]
+
+
+_SIZE_FLAG: bool | None = None
+
+
+def tmpfs_size_flag() -> bool:
+    """Whether this bubblewrap sizes a tmpfs itself (``--size``, bubblewrap 0.9 and later). Probed once."""
+    global _SIZE_FLAG
+    if _SIZE_FLAG is None:
+        try:
+            r = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=30)
+            _SIZE_FLAG = "--size" in r.stdout + r.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _SIZE_FLAG = False
+    return _SIZE_FLAG
+
+
+def write_bound() -> str | None:
+    """How a sandboxed process's writes are bounded (the sandbox's /tmp, :data:`WRITE_QUOTA_BYTES`): as root the
+    process remounts its own /tmp with the bound before it drops to its own uid (``executor._drop_privileges``,
+    told by ``KBENV_TMP_BOUND``); in a user namespace bubblewrap sizes it (``--size``, 0.9 and later). None where
+    neither can: a non-root supervisor with an older bubblewrap (its sandbox's /tmp is then bounded only by the
+    kernel's default for a tmpfs, half the host's memory)."""
+    if root_mode():
+        return f"{WRITE_QUOTA_BYTES}:{WRITE_QUOTA_FILES}"
+    return f"{WRITE_QUOTA_BYTES}:" if tmpfs_size_flag() else None
 
 
 class ExecutorProcess:
@@ -284,11 +345,12 @@ def sandbox_env(workdir: Path, device: str, in_bwrap: bool) -> dict:
     settings): caches in its private directory; extensions in :data:`EXT_DIR` inside a bubblewrap sandbox; the
     interpreter's directory first on PATH (a pip-installed ``ninja`` for torch's extension builds)."""
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")])
-    env = {"PATH": path, "HOME": str(workdir), "TMPDIR": str(workdir),
+    home = Path(HOME_DIR) if in_bwrap else workdir  # in bubblewrap the private directory is read-only
+    env = {"PATH": path, "HOME": str(home), "TMPDIR": str(home), "KBENV_INBOX": str(workdir),
            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-           "TRITON_CACHE_DIR": str(workdir / ".triton"),
+           "TRITON_CACHE_DIR": str(home / ".triton"),
            "TORCH_EXTENSIONS_DIR": EXT_DIR if in_bwrap else str(workdir / ".torch_ext"),
-           "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
+           "TORCHINDUCTOR_CACHE_DIR": str(home / ".inductor"),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device}
     for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
         if k in os.environ:
@@ -306,7 +368,12 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    memfd = os.memfd_create("kbenv-lent", 0)
+    # sealable: a candidate's region is sealed at its size before any candidate code runs (lent.seal_size); on
+    # cuda the region is device memory and this memfd stays empty, so it is sealed at size 0 now
+    memfd = os.memfd_create("kbenv-lent", os.MFD_ALLOW_SEALING)
+    if cuda and not trusted:
+        from kbenv.sandbox.lent import seal_size
+        seal_size(memfd)
     env = sandbox_env(workdir, device, sandbox == "bwrap" and not trusted)
     env.update(extra_env or {})
     cmd = [sys.executable, "-m", "kbenv.sandbox.executor", str(to_r), str(from_w), str(memfd)]
@@ -316,11 +383,14 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
         sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd.append(str(child_sock.fileno()))
         pass_fds.append(child_sock.fileno())
-    if sandbox == "bwrap" and not trusted:
-        as_root = root_mode()
+    sandboxed = sandbox == "bwrap" and not trusted
+    as_root = sandboxed and root_mode()
+    if sandboxed:
         if as_root:
-            env["KBENV_RUN_AS"] = str(NOBODY)
-            os.chown(workdir, NOBODY, NOBODY)
+            uid = sandbox_uid()
+            env["KBENV_RUN_AS"] = str(uid)
+            env["KBENV_TMP_BOUND"] = write_bound()
+            os.chown(workdir, uid, uid)
         else:
             os.chmod(workdir, 0o777)
         cmd = bwrap_args(workdir, cuda, as_root) + cmd
@@ -330,7 +400,7 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     def limits():
         os.setsid()
         cpus_mod.pin_self(cpus)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        sandbox_limits(as_root)
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
         if memory_limit and not trusted:

@@ -371,7 +371,12 @@ class Supervisor:
     def sandbox_description(self) -> str:
         if self.sandbox != "bwrap":
             return "none"
-        return "bwrap, executor as host uid nobody" if process.root_mode() else "bwrap, user namespace"
+        bound = process.write_bound()
+        writes = (f"writes bounded at {process.WRITE_QUOTA_BYTES >> 20} MiB" if bound else
+                  "writes bounded only by the kernel's tmpfs default (bubblewrap < 0.9 in a user namespace)")
+        if process.root_mode():
+            return f"bwrap, executor as an unprivileged host uid of its own, {process.TASK_LIMIT} tasks, {writes}"
+        return f"bwrap, user namespace, {writes}"
 
     def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False) -> CandidateFault:
         """The trusted side ran out of device memory while a candidate's executor was alive: kill it; if the

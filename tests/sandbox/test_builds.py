@@ -6,7 +6,7 @@ import tarfile
 import textwrap
 
 from kbenv.sandbox import builds
-from kbenv.sandbox.builds import BuildFarm
+from kbenv.sandbox.builds import pack_build
 from kbenv.sandbox.result import EvalRequest
 from kbenv.sandbox.supervisor import Supervisor
 
@@ -46,12 +46,12 @@ def test_a_builders_output_is_packed_as_regular_files_only_and_bounded(tmp_path,
     os.symlink("/etc/passwd", ext / "mod" / "leak")  # host data through a link: skipped, never read
     os.symlink("/dev/zero", ext / "mod" / "endless")
     os.mkfifo(ext / "mod" / "fifo")  # would block a reader: skipped
-    tar = BuildFarm._pack(ext, tmp_path / "b.tar")
+    tar = pack_build(ext, tmp_path / "b.tar")
     with tarfile.open(tar) as t:
         assert t.getnames() == ["mod/mod.so"]
         assert t.getmember("mod/mod.so").size == 104
     monkeypatch.setattr(builds, "MAX_BUILD_BYTES", 50)
-    assert BuildFarm._pack(ext, tmp_path / "c.tar") is None  # too large: no build, the executor compiles
+    assert pack_build(ext, tmp_path / "c.tar") is None  # too large: no build, the executor compiles
 
 
 def test_an_extension_built_ahead_is_handed_to_the_executor(cache_dir):
