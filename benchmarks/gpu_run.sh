@@ -82,7 +82,7 @@ for stage in "$@"; do
     redteam) # issue 12 (and 16 under REDTEAM_CAP): the known-bad suite through the CLI, as a deployment runs it
              # (REDTEAM_SHARDS="1/3 2/3": those parts of the suite, one after the other, a log each; REDTEAM_ONLY="ID
              # ...": then those candidates, to finish a part cut short; REDTEAM_LIMITS="--limit compile=60 ...")
-             for shard in ${REDTEAM_SHARDS:-1/1}; do
+             for shard in ${REDTEAM_SHARDS-1/1}; do  # REDTEAM_SHARDS="" runs only REDTEAM_ONLY
                KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout ${REDTEAM_LIMIT:-450} python3 -m kbenv.cli redteam --device cuda \
                  --size ${REDTEAM_SIZE:-largest} --shard $shard ${REDTEAM_LIMITS:-} --no-progress \
                  > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-${shard/\//of}.log" 2>&1
