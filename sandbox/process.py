@@ -161,7 +161,8 @@ _SIZE_FLAG: bool | None = None
 
 
 def tmpfs_size_flag() -> bool:
-    """Whether this bubblewrap sizes a tmpfs itself (``--size``, bubblewrap 0.9 and later). Probed once."""
+    """Whether this bubblewrap sizes a tmpfs itself (``--size``, bubblewrap 0.8 and later: Debian 12's has it,
+    Ubuntu 22.04's 0.6 does not). Probed once."""
     global _SIZE_FLAG
     if _SIZE_FLAG is None:
         try:
@@ -175,7 +176,7 @@ def tmpfs_size_flag() -> bool:
 def write_bound() -> str | None:
     """How a sandboxed process's writes are bounded (the sandbox's /tmp, :data:`WRITE_QUOTA_BYTES`): as root the
     process remounts its own /tmp with the bound before it drops to its own uid (``executor._drop_privileges``,
-    told by ``KBENV_TMP_BOUND``); in a user namespace bubblewrap sizes it (``--size``, 0.9 and later). None where
+    told by ``KBENV_TMP_BOUND``); in a user namespace bubblewrap sizes it (``--size``, 0.8 and later). None where
     neither can: a non-root supervisor with an older bubblewrap (its sandbox's /tmp is then bounded only by the
     kernel's default for a tmpfs, half the host's memory)."""
     if root_mode():

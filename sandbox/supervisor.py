@@ -373,7 +373,7 @@ class Supervisor:
             return "none"
         bound = process.write_bound()
         writes = (f"writes bounded at {process.WRITE_QUOTA_BYTES >> 20} MiB" if bound else
-                  "writes bounded only by the kernel's tmpfs default (bubblewrap < 0.9 in a user namespace)")
+                  "writes bounded only by the kernel's tmpfs default (bubblewrap before 0.8 in a user namespace)")
         if process.root_mode():
             return f"bwrap, executor as an unprivileged host uid of its own, {process.TASK_LIMIT} tasks, {writes}"
         return f"bwrap, user namespace, {writes}"
