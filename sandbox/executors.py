@@ -208,6 +208,8 @@ class Lease:
         if code is not None and code < 0:
             sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             reason = f"the executor died from {sig} during {phase}"
+        elif code is None:  # still running 5 s after its channel failed: killed here
+            reason = f"the executor was killed during {phase} ({why})"
         else:
             reason = f"the executor exited with status {code} during {phase} ({why})"
         cat = "oom" if any(s in tail for s in ("out of memory", "MemoryError", "can't allocate memory")) else "crash"

@@ -36,6 +36,7 @@ NOBODY = 65534
 # every spare's start fail: a harness fault caused by a candidate; known-bad 19:thread_bomb).
 SANDBOX_UIDS = range(2_000_000_000, 2_100_000_000)
 TASK_LIMIT = 1024
+SEND_TIMEOUT_S = 10.0  # the most a frame to an executor may wait for room in its pipe (ExecutorProcess.send)
 HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
 # Where a sandboxed process builds C++/CUDA extensions (its TORCH_EXTENSIONS_DIR): one fixed path inside every
 # sandbox, on the sandbox's own /tmp, so that a build made ahead by a builder (kbenv.sandbox.builds, which binds
@@ -200,8 +201,13 @@ class ExecutorProcess:
 
     # -- channel --------------------------------------------------------------------------------------------
     def send(self, obj: dict) -> None:
+        """A frame to the executor, which an honest executor reads at once (a block's frames fit its pipe, and it
+        has read the last block's before it replied): a pipe still full after :data:`SEND_TIMEOUT_S` is the
+        executor's doing, never a wait of the supervisor's without end."""
         try:
-            wire.write_frame(self.fd_to, obj)
+            wire.write_frame(self.fd_to, obj, time.monotonic() + SEND_TIMEOUT_S)
+        except wire.ChannelTimeout:
+            raise wire.ChannelClosed(f"the executor left its pipe full for {SEND_TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise wire.ChannelClosed(f"executor pipe closed: {e}") from e
 
@@ -415,6 +421,7 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
                             env=env, cwd=workdir, pass_fds=pass_fds, preexec_fn=limits)
     os.close(to_r)
     os.close(from_w)
+    os.set_blocking(to_w, False)  # the supervisor's writes have a deadline (ExecutorProcess.send)
     if child_sock is not None:
         child_sock.close()
     p = ExecutorProcess(proc, to_w, from_r, memfd, workdir, sock, trusted)

@@ -33,12 +33,23 @@ class ChannelTimeout(Exception):
     """No frame arrived before the deadline."""
 
 
-def write_frame(fd: int, obj: dict) -> None:
+def write_frame(fd: int, obj: dict, deadline: float | None = None) -> None:
+    """One frame. With a ``deadline`` (the supervisor's side, whose end of the pipe is non-blocking) a pipe that
+    stays full raises :class:`ChannelTimeout` at the deadline: the executor's process can refill its own pipe
+    (reopened for writing through ``/proc/self/fd``) and stop reading it, and a write without a deadline would
+    then block the supervisor for good (known-bad ``19:fill_own_pipe``)."""
     payload = msgpack.packb(obj, use_bin_type=True)
     data = struct.pack(">I", len(payload)) + payload
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            left = deadline - time.monotonic() if deadline is not None else None
+            if left is not None and left <= 0:
+                raise ChannelTimeout() from None
+            select.select([], [fd], [], left)
+            continue
         view = view[n:]
 
 

@@ -37,3 +37,57 @@ def test_a_missing_frame_times_out():
     import time
     with pytest.raises(wire.ChannelTimeout):
         wire.read_frame(r, time.monotonic() + 0.05)
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe whose write end is non-blocking (the supervisor's) and full to the last byte, nobody reading."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    for size in (4096, 1):
+        try:
+            while True:
+                os.write(w, b"\xff" * size)
+        except BlockingIOError:
+            pass
+    return r, w
+
+
+def test_a_frame_to_a_pipe_its_reader_keeps_full_fails_at_its_deadline_instead_of_blocking():
+    """The executor can refill its own pipe (/proc/self/fd, known-bad 19:fill_own_pipe) and stop reading it."""
+    import time
+    r, w = _full_pipe()
+    t0 = time.monotonic()
+    with pytest.raises(wire.ChannelTimeout):
+        wire.write_frame(w, {"type": "call", "inputs": [], "outputs": []}, time.monotonic() + 0.2)
+    assert time.monotonic() - t0 < 5
+    os.close(r)
+    os.close(w)
+
+
+def test_an_executor_that_leaves_its_pipe_full_is_a_closed_channel(monkeypatch):
+    from pathlib import Path
+
+    from kbenv.sandbox import process
+    monkeypatch.setattr(process, "SEND_TIMEOUT_S", 0.2)
+    r, w = _full_pipe()
+    p = process.ExecutorProcess(None, w, r, -1, Path("/nonexistent"))
+    with pytest.raises(wire.ChannelClosed, match="pipe full"):
+        p.send({"type": "call", "inputs": [], "outputs": []})
+    os.close(r)
+    os.close(w)
+
+
+def test_a_frame_larger_than_the_pipe_goes_through_a_non_blocking_end_while_read():
+    """The setup frame (problem and candidate sources) can exceed a pipe's 64 KiB: written in parts as read."""
+    import threading
+    import time
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    got = {}
+    reader = threading.Thread(target=lambda: got.update(frame=wire.read_frame(r, time.monotonic() + 10)))
+    reader.start()
+    wire.write_frame(w, {"type": "setup", "candidate_source": "x" * (1 << 20)}, time.monotonic() + 10)
+    reader.join(10)
+    assert got["frame"]["candidate_source"] == "x" * (1 << 20)
+    os.close(r)
+    os.close(w)
