@@ -149,6 +149,7 @@ def bwrap_args(workdir: Path, cuda: bool, as_root: bool, out_file: str | None = 
             hidden += ["--perms", "0755", "--tmpfs", d]
             if d != "/tmp":  # a user namespace's tmpfs belongs to the sandbox's uid: nothing may be written there
                 read_only += ["--remount-ro", d]
+    read_only += ["--remount-ro", "/dev"]  # likewise its /dev (and /dev/shm); device nodes still open read-write
     ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"] if as_root
           else ["--unshare-all", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"])
     out = ["--bind", out_file, out_file] if out_file else []
