@@ -6,19 +6,20 @@ import ahead, in parallel, in sandboxed builder processes without a GPU (:mod:`k
 as a source is known (:meth:`BuildFarm.submit`; the Ray pool submits a batch's sources when it starts it).
 
 Phases of one build: the source written to a private directory; the builder run in the same bubblewrap sandbox as
-an executor (no GPU device, ``CUDA_VISIBLE_DEVICES`` empty), its extension directory (:data:`process.EXT_DIR`)
-bound to a host directory, under the compile phase's time limit; then, if the import finished, the directory's
-regular files packed into one tar (no link is followed, no other file type is kept, sizes are bounded), and the
-directory removed. When the evaluation of that exact source compiles, the tar is copied into its executor's
-private directory and the executor unpacks it into its own extension directory before importing the
-candidate: torch finds the build up to date (same paths, same flags: ``TORCH_CUDA_ARCH_LIST`` is set alike for
-builders and executors) and only loads it.
+an executor (no GPU device, ``CUDA_VISIBLE_DEVICES`` empty), as a uid of its own, under the compile phase's time
+limit, compiling into its extension directory (:data:`process.EXT_DIR`) on the sandbox's bounded /tmp; then, if the
+import finished, the builder packs that directory's regular files into one tar (:func:`pack_build`: no link is
+followed, no other file type is kept, sizes are bounded), the one host file its sandbox lets it write, capped by its
+file-size limit. When the evaluation of that exact source compiles, the tar is copied into its executor's private
+directory and the executor unpacks it into its own extension directory before importing the candidate: torch
+finds the build up to date (same paths, same flags: ``TORCH_CUDA_ARCH_LIST`` is set alike for builders and
+executors) and only loads it.
 
 Trust. A build is keyed by the sha256 of the source (and the device's architecture): only an evaluation of the
 same source gets it, and it runs only in that candidate's own executor, never in a trusted process. The trusted
-side never imports, runs or parses what a builder wrote; it copies regular files into a tar. A failed, timed-out
-or oversized build is simply absent: the executor compiles itself, as without the farm, and the candidate is
-judged on that.
+side never imports, runs or parses what a builder wrote: it moves and copies the builder's tar as opaque bytes, and
+only the candidate's own executor unpacks it, in its sandbox. A failed, timed-out or oversized build is simply
+absent: the executor compiles itself, as without the farm, and the candidate is judged on that.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def _drop_privileges() -> None:
     if uid is None or os.getuid() != 0:
         return
     import ctypes
-    _bound_writes(ctypes.CDLL(None, use_errno=True), os.environ.pop("KBENV_TMP_BOUND", ""))
+    _bound_writes(os.environ.pop("KBENV_TMP_BOUND", ""))
     os.setgroups([])
     os.setgid(int(uid))
     os.setuid(int(uid))
@@ -30,18 +30,19 @@ def _drop_privileges() -> None:
         os._exit(4)
 
 
-def _bound_writes(libc, bound: str) -> None:
+def _bound_writes(bound: str) -> None:
     """Remount the sandbox's /tmp, the one place this process may write, with the supervisor's bound ("BYTES:FILES",
     ``process.write_bound``), while it is still root in its own mount namespace; unbounded, a candidate could fill
     the host's memory through it. A remount that fails ends the process before any candidate code exists (the
     supervisor's SpawnError: a fault of the machine, raised loudly)."""
     if not bound:
         return
+    import ctypes
     size, files = bound.split(":")
     opts = f"size={int(size)}" + (f",nr_inodes={int(files)}" if files else "")
-    MS_NOSUID, MS_NODEV, MS_REMOUNT = 2, 4, 32  # bubblewrap mounted it nosuid, nodev: a remount keeps them only if named
-    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts.encode()) != 0:
-        import ctypes
+    ms_nosuid, ms_nodev, ms_remount = 2, 4, 32  # bubblewrap mounted it nosuid, nodev: a remount keeps only those named
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ms_remount | ms_nosuid | ms_nodev, opts.encode()) != 0:
         os.write(2, f"kbenv: could not bound /tmp ({os.strerror(ctypes.get_errno())})\n".encode())
         os._exit(5)
 

@@ -3,13 +3,14 @@
 A process is started per evaluation (or taken from the spares, which are never used twice) and killed with
 every process of its PID namespace afterwards. Under bubblewrap it sees a read-only root with the host's
 private places (``/root``, ``/home``, ``/tmp``, ``/run``, ``/var/tmp``) replaced by empty directories, only the
-code paths it needs bound back read-only, its own private directory as the one writable place, a private
+code paths it needs bound back read-only, its own private directory bound read-only too, its home, caches and
+builds on its own /tmp (a tmpfs bounded at :data:`WRITE_QUOTA_BYTES`, the one writable place), a private read-only
 ``/dev`` with only the GPU's device nodes (cuda), no network and its own PID/IPC/UTS namespaces.
 
 Its host uid: when the supervisor runs as root, bubblewrap mounts as root without a user namespace and the
 executor becomes an unprivileged host uid of its own (:data:`SANDBOX_UIDS`, with :data:`TASK_LIMIT` tasks) before
-anything else runs (``executor._drop_privileges``), so files only root may read stay unreadable. A non-root supervisor's executor runs in a user namespace as the
-supervisor's own uid, which sees only what the binds expose.
+anything else runs (``executor._drop_privileges``), so files only root may read stay unreadable. A non-root
+supervisor's executor runs in a user namespace as the supervisor's own uid, which sees only what the binds expose.
 """
 
 from __future__ import annotations
