@@ -70,6 +70,7 @@ def main() -> None:
                "cpus": r.facts.get("cpus"), "gpu_state": r.facts.get("gpu_state"),
                "per_call_ms": r.timings.get("per_call_ms"), "round_split_s": r.facts.get("round_split_s"),
                "sm_mhz_after_block": r.facts.get("sm_mhz_after_block"), "decoy": r.facts.get("decoy"),
+               "baselines_pruned": r.facts.get("baselines_pruned"), "sandbox": r.facts.get("sandbox"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()
