@@ -123,6 +123,8 @@ class BuildFarm:
         if as_root:
             env["KBENV_RUN_AS"] = str(uid)
             env["KBENV_TMP_BOUND"] = process.write_bound()
+        elif process.userns_task_limit():
+            env["KBENV_TASK_LIMIT"] = str(process.TASK_LIMIT)
         cmd = process.bwrap_args(work, False, as_root, out_file=str(out)) + [
             sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py"), str(out)]
         limit, cpus = self.memory_limit, self.cpus

@@ -47,7 +47,17 @@ def _bound_writes(bound: str) -> None:
         os._exit(5)
 
 
+def _limit_tasks() -> None:
+    """In a user namespace: this sandbox's own task limit, set from inside, where it counts this namespace's tasks
+    only (``process.userns_task_limit``); as root the supervisor set it before the uid of its own took over."""
+    n = os.environ.pop("KBENV_TASK_LIMIT", None)
+    if n:
+        import resource
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(n), int(n)))
+
+
 _drop_privileges()
+_limit_tasks()
 
 import torch  # noqa: E402
 

@@ -376,7 +376,8 @@ class Supervisor:
                   "writes bounded only by the kernel's tmpfs default (bubblewrap before 0.8 in a user namespace)")
         if process.root_mode():
             return f"bwrap, executor as an unprivileged host uid of its own, {process.TASK_LIMIT} tasks, {writes}"
-        return f"bwrap, user namespace, {writes}"
+        tasks = f"{process.TASK_LIMIT} tasks" if process.userns_task_limit() else "no task limit (Linux < 5.14)"
+        return f"bwrap, user namespace, {tasks}, {writes}"
 
     def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False) -> CandidateFault:
         """The trusted side ran out of device memory while a candidate's executor was alive: kill it; if the

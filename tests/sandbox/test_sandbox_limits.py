@@ -1,0 +1,35 @@
+"""The sandbox's own limits that do not need a candidate to show them (the known-bad candidates 19:fill_tmp,
+19:thread_bomb, 19:shrink_lent_region and 19:fill_own_pipe show the rest end to end)."""
+
+import pytest
+
+from kbenv.sandbox import process
+
+
+@pytest.mark.parametrize("release,counts_namespace", [
+    ("6.18.44-fc-v1098", True), ("5.14.0-362.el9.x86_64", True), ("5.10.0-28-amd64", False), ("4.19.0", False),
+    ("weird", False),
+])
+def test_a_task_limit_is_set_inside_a_user_namespace_only_where_the_kernel_counts_that_namespace_alone(
+        monkeypatch, release, counts_namespace):
+    import platform
+    monkeypatch.setattr(platform, "release", lambda: release)
+    assert process.userns_task_limit() is counts_namespace
+
+
+def test_the_bubblewrap_arguments_leave_one_bounded_writable_place():
+    """Every hidden tmpfs but /tmp, and /dev, are remounted read-only; the private directory is bound read-only; the
+    process starts in its home on /tmp, which bubblewrap sizes where it can (and an executor remounts as root)."""
+    import os
+    from pathlib import Path
+    wd = "/tmp/kbenv-sup-x/w-y"
+    for as_root in (True, False):
+        args = process.bwrap_args(Path(wd), False, as_root=as_root)
+        read_only = {args[i + 1] for i, a in enumerate(args) if a == "--remount-ro"}
+        assert read_only == {d for d in process.HIDDEN if os.path.isdir(d) and d != "/tmp"} | {"/dev"}
+        binds = [(a, args[i + 1]) for i, a in enumerate(args) if a in ("--bind", "--ro-bind") and args[i + 1] == wd]
+        assert binds == [("--ro-bind", wd)]
+        assert args[args.index("--chdir") + 1] == process.HOME_DIR
+        if process.tmpfs_size_flag():
+            k = args.index("--size")
+            assert args[k + 1:k + 6] == [str(process.WRITE_QUOTA_BYTES), "--perms", "0755", "--tmpfs", "/tmp"]
