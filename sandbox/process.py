@@ -123,11 +123,16 @@ def userns_task_limit() -> bool:
     return (major, minor) >= (5, 14)
 
 
-def sandbox_limits(as_root: bool) -> None:
-    """Limits every sandboxed process starts with (in ``preexec_fn``): its tasks, where it runs as a uid of its own
-    (as root; in a user namespace the process sets its own limit once inside, ``KBENV_TASK_LIMIT``: set here, on the
-    supervisor's uid, it would count the supervisor's processes)."""
+def sandbox_limits(as_root: bool, untrusted: bool = True) -> None:
+    """Limits a spawned process starts with (in ``preexec_fn``). One that will run candidate code is the host's
+    first choice when memory runs out (``oom_score_adj`` 1000, inherited by all it starts, and no unprivileged
+    process can lower it): the kernel's OOM killer then ends a candidate, never the supervisor or Ray beside it. Its
+    tasks are limited where it runs as a uid of its own (as root; in a user namespace the process sets its own limit
+    once inside, ``KBENV_TASK_LIMIT``: set here, on the supervisor's uid, it would count the supervisor's processes)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if untrusted:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
     if as_root:
         resource.setrlimit(resource.RLIMIT_NPROC, (TASK_LIMIT, TASK_LIMIT))
 
@@ -424,7 +429,7 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     def limits():
         os.setsid()
         cpus_mod.pin_self(cpus)
-        sandbox_limits(as_root)
+        sandbox_limits(as_root, untrusted=not trusted)
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
         if memory_limit and not trusted:

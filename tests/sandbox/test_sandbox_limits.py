@@ -33,3 +33,20 @@ def test_the_bubblewrap_arguments_leave_one_bounded_writable_place():
         if process.tmpfs_size_flag():
             k = args.index("--size")
             assert args[k + 1:k + 6] == [str(process.WRITE_QUOTA_BYTES), "--perms", "0755", "--tmpfs", "/tmp"]
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_host_runs_out_of_memory_on_a_candidates_process_first(trusted):
+    """Every process that will run candidate code starts with oom_score_adj 1000 (the OOM killer's first choice,
+    inherited by what it starts); a trusted baseline process keeps the supervisor's."""
+    import tempfile
+    from pathlib import Path
+    root = Path(tempfile.mkdtemp())
+    p = process.spawn(root, "cpu", "bwrap" if process.have_bwrap() else "none", None, False, trusted=trusted)
+    try:
+        process.await_ready(p, 120)
+        scores = {int(open(f"/proc/{pid}/oom_score_adj").read()) for pid in p.pids()}
+        mine = int(open("/proc/self/oom_score_adj").read())
+        assert scores == ({mine} if trusted else {1000}), scores
+    finally:
+        p.kill()
