@@ -120,11 +120,7 @@ class BuildFarm:
         env.update(CUDA_VISIBLE_DEVICES="", MAX_JOBS="2")
         if self.arch:
             env["TORCH_CUDA_ARCH_LIST"] = self.arch
-        if as_root:
-            env["KBENV_RUN_AS"] = str(uid)
-            env["KBENV_TMP_BOUND"] = process.write_bound()
-        elif process.userns_task_limit():
-            env["KBENV_TASK_LIMIT"] = str(process.TASK_LIMIT)
+        env.update(process.identity_env(uid))
         cmd = process.bwrap_args(work, False, as_root, out_file=str(out)) + [
             sys.executable, "-m", "kbenv.sandbox.builder", str(work / "candidate.py"), str(out)]
         limit, cpus = self.memory_limit, self.cpus

@@ -40,8 +40,8 @@ TASK_LIMIT = 1024
 SEND_TIMEOUT_S = 10.0  # the most a frame to an executor may wait for room in its pipe (ExecutorProcess.send)
 HIDDEN = ("/tmp", "/root", "/home", "/run", "/var/tmp", "/mnt", "/media", "/srv")
 # Where a sandboxed process builds C++/CUDA extensions (its TORCH_EXTENSIONS_DIR): one fixed path inside every
-# sandbox, on the sandbox's own /tmp, so that a build made ahead by a builder (kbenv.sandbox.builds, which binds
-# a host directory there) is up to date, path for path, in the executor that installs it.
+# sandbox, on the sandbox's own /tmp, so that a build made ahead by a builder (kbenv.sandbox.builds: packed there
+# into a tar, unpacked here by the executor) is up to date, path for path, in the executor that installs it.
 EXT_DIR = "/tmp/kbenv-ext"
 # A sandboxed process's home, caches and working directory, on the same /tmp. Its private directory on the host
 # is bound read-only (the supervisor puts a build made ahead there): nothing it writes reaches the host's disk.
@@ -121,6 +121,15 @@ def userns_task_limit() -> bool:
     except ValueError:
         return False
     return (major, minor) >= (5, 14)
+
+
+def identity_env(uid: int | None) -> dict:
+    """What a sandboxed process (an executor, a builder) is told before it runs anything: as root (``uid``), the
+    uid of its own to become and the bound to remount its /tmp with (``executor._drop_privileges``); in a user
+    namespace (None), the task limit to set once inside where the kernel counts that namespace alone."""
+    if uid is not None:
+        return {"KBENV_RUN_AS": str(uid), "KBENV_TMP_BOUND": write_bound()}
+    return {"KBENV_TASK_LIMIT": str(TASK_LIMIT)} if userns_task_limit() else {}
 
 
 def sandbox_limits(as_root: bool, untrusted: bool = True) -> None:
@@ -369,7 +378,8 @@ class ExecutorProcess:
 
 def sandbox_env(workdir: Path, device: str, in_bwrap: bool) -> dict:
     """The whole environment of a spawned process (nothing of the supervisor's own beyond paths and the CUDA
-    settings): caches in its private directory; extensions in :data:`EXT_DIR` inside a bubblewrap sandbox; the
+    settings): home and caches in :data:`HOME_DIR` and extensions in :data:`EXT_DIR` inside a bubblewrap sandbox
+    (its private directory, ``KBENV_INBOX``, is read-only there), in the private directory without one; the
     interpreter's directory first on PATH (a pip-installed ``ninja`` for torch's extension builds)."""
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")])
     home = Path(HOME_DIR) if in_bwrap else workdir  # in bubblewrap the private directory is read-only
@@ -413,15 +423,12 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     sandboxed = sandbox == "bwrap" and not trusted
     as_root = sandboxed and root_mode()
     if sandboxed:
+        uid = sandbox_uid() if as_root else None
         if as_root:
-            uid = sandbox_uid()
-            env["KBENV_RUN_AS"] = str(uid)
-            env["KBENV_TMP_BOUND"] = write_bound()
             os.chown(workdir, uid, uid)
         else:
             os.chmod(workdir, 0o777)
-            if userns_task_limit():
-                env["KBENV_TASK_LIMIT"] = str(TASK_LIMIT)
+        env.update(identity_env(uid))
         cmd = bwrap_args(workdir, cuda, as_root) + cmd
     elif not trusted and os.getuid() == 0:
         os.chown(workdir, NOBODY, NOBODY)

@@ -50,3 +50,14 @@ def test_the_host_runs_out_of_memory_on_a_candidates_process_first(trusted):
         assert scores == ({mine} if trusted else {1000}), scores
     finally:
         p.kill()
+
+
+def test_a_sandboxed_process_is_told_its_uid_and_bound_as_root_and_its_task_limit_in_a_user_namespace(monkeypatch):
+    """One place (process.identity_env) for executors and builders alike."""
+    monkeypatch.setattr(process, "root_mode", lambda: True)
+    assert process.identity_env(2_000_000_001) == {
+        "KBENV_RUN_AS": "2000000001", "KBENV_TMP_BOUND": f"{process.WRITE_QUOTA_BYTES}:{process.WRITE_QUOTA_FILES}"}
+    monkeypatch.setattr(process, "userns_task_limit", lambda: True)
+    assert process.identity_env(None) == {"KBENV_TASK_LIMIT": str(process.TASK_LIMIT)}
+    monkeypatch.setattr(process, "userns_task_limit", lambda: False)
+    assert process.identity_env(None) == {}
