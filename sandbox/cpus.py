@@ -13,9 +13,10 @@ was worse (88 at CV 16%): see :meth:`CpuPlan.timing`. Problem 23's baselines sti
 evaluation while its candidate does not (CV 6.5%), which no CPU placement changed: that cause is elsewhere,
 and :mod:`kbenv.sandbox.gpustate` records what shares the GPU while timing runs, to find it.
 
-The plan: of the CPUs this process may use, a block of as many cores as there are timed sides (the supervisor's
-timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host, at the top
-of the set, so that the evaluators of one machine do not share theirs. Every process kbenv spawns starts on the
+The plan: of the CPUs this process may use, a block of as many physical cores as there are timed sides (the
+supervisor's timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host,
+at the top of the set, so that the evaluators of one machine do not share theirs. A physical core is reserved
+with all its SMT siblings: a hyperthread whose sibling runs a spare's torch import is a slower core. Every process kbenv spawns starts on the
 cores below them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side
 is moved to the reserved block (every thread of every process of it), and back afterwards. Where the CPUs are too
 few for the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from pathlib import Path
 
 import torch
 
@@ -56,24 +58,32 @@ class CpuPlan:
 
     @classmethod
     def for_device(cls, device: torch.device, sides: int, allowed: set[int] | None = None,
-                   slot: int | None = None, gpus: int | None = None) -> "CpuPlan | None":
+                   slot: int | None = None, gpus: int | None = None,
+                   siblings: dict[int, frozenset[int]] | None = None) -> "CpuPlan | None":
         """The plan for ``sides`` timed sides (the supervisor's thread counts as one) on ``device``, or None where
         the CPUs are too few (or the device is the CPU, whose times earn no credit). The top ``gpus * sides``
-        cores are the host's timed cores, a block per GPU (``slot``: this GPU's index on the host); the
-        background is every core below them, so no evaluator's background work lands on another's timed cores."""
+        physical cores are the host's timed cores, a block per GPU (``slot``: this GPU's index on the host); the
+        background is every core below them, so no evaluator's background work lands on another's timed cores.
+
+        A physical core is counted whole (``siblings``: each CPU's SMT siblings, read from sysfs by default): a
+        timed side whose hyperthread sibling imports torch for a spare runs at part of its speed, and the
+        launch-bound blocks of small kernels (88, dlrm/2: 0.2-0.3 ms a call) are where that shows. Without SMT
+        each core is its own unit and the plan is the same as before."""
         if device.type != "cuda" or not hasattr(os, "sched_getaffinity"):
             return None
         cpus = sorted(allowed if allowed is not None else os.sched_getaffinity(0))
+        units = _physical_cores(cpus, siblings if siblings is not None else _sysfs_siblings(cpus))
         slot = _gpu_slot(device) if slot is None else slot
         # the host's GPUs by their device nodes; where a container shows more nodes than its CPUs can give blocks
         # to, the GPUs this process can use (each evaluator of this machine makes the same choice)
         counts = [gpus] if gpus is not None else [_host_gpus(), torch.cuda.device_count()]
         for n in counts:
             n = max(n, slot + 1)
-            reserved = len(cpus) - n * sides
-            if reserved >= MIN_BACKGROUND:
+            reserved = len(units) - n * sides
+            background = tuple(c for u in units[:max(reserved, 0)] for c in u)
+            if reserved > 0 and len(background) >= MIN_BACKGROUND:
                 lo = reserved + slot * sides
-                return cls(timed=tuple(cpus[lo:lo + sides]), background=tuple(cpus[:reserved]))
+                return cls(timed=tuple(c for u in units[lo:lo + sides] for c in u), background=background)
         return None
 
     @contextlib.contextmanager
@@ -99,6 +109,44 @@ class CpuPlan:
             _set(0, before, None)
             for tid in _threads(pids):  # threads started meanwhile inherited the block: they go back too
                 _set(tid, set(self.background), None)
+
+
+def _sysfs_siblings(cpus: list[int]) -> dict[int, frozenset[int]]:
+    """Each CPU's SMT siblings (itself included) as the kernel lists them; a CPU whose topology cannot be read is
+    its own core."""
+    out = {}
+    for c in cpus:
+        try:
+            text = Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text()
+            out[c] = frozenset(_cpu_list(text)) | {c}
+        except (OSError, ValueError):
+            out[c] = frozenset({c})
+    return out
+
+
+def _cpu_list(text: str) -> set[int]:
+    """``0-3,8,10-11`` as a set."""
+    got: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            got |= set(range(int(lo), int(hi or lo) + 1))
+    return got
+
+
+def _physical_cores(cpus: list[int], siblings: dict[int, frozenset[int]]) -> list[tuple[int, ...]]:
+    """The usable CPUs grouped by physical core (only CPUs this process may use), ordered by their lowest CPU."""
+    allowed = set(cpus)
+    units = {tuple(sorted((siblings.get(c) or frozenset({c})) & allowed | {c})) for c in cpus}
+    # a CPU listed with two different sibling sets (an odd topology) stays in the first unit that claims it
+    seen: set[int] = set()
+    out = []
+    for u in sorted(units):
+        u = tuple(c for c in u if c not in seen)
+        if u:
+            seen |= set(u)
+            out.append(u)
+    return out
 
 
 def _threads(pids: list[int]) -> list[int]:

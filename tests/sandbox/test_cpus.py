@@ -42,6 +42,56 @@ def test_the_slot_is_the_hosts_gpu_index(monkeypatch):
     assert p.timed == (28, 29, 30, 31)
 
 
+def _smt(n: int) -> dict[int, frozenset[int]]:
+    """A host of n logical CPUs in SMT pairs numbered as Linux numbers them: CPU c and c + n/2 share a core."""
+    half = n // 2
+    return {c: frozenset({c % half, c % half + half}) for c in range(n)}
+
+
+def test_smt_siblings_of_timed_cores_are_never_background():
+    """A timed side's hyperthread sibling must not run a spare's torch import: whole physical cores are reserved."""
+    cpus = set(range(16))  # 8 physical cores, 2 threads each (the H200 machine's 16 CPUs, if SMT)
+    p = CpuPlan.for_device(CUDA, sides=4, allowed=cpus, slot=0, gpus=1, siblings=_smt(16))
+    assert p is not None
+    timed, background = set(p.timed), set(p.background)
+    assert len(timed) == 8 and len(background) == 8 and not timed & background
+    for c in timed:  # every sibling of a timed CPU is timed too
+        assert _smt(16)[c] <= timed
+    # a bad plan (the old one) would have put CPU 12's sibling 4 in the background
+    assert 4 not in background and 4 in timed
+
+
+def test_smt_blocks_of_two_gpus_share_no_physical_core():
+    cpus = set(range(32))
+    sib = _smt(32)
+    plans = [CpuPlan.for_device(CUDA, sides=4, allowed=cpus, slot=g, gpus=2, siblings=sib) for g in (0, 1)]
+    cores = [{min(sib[c]) for c in p.timed} for p in plans]
+    assert len(cores[0]) == len(cores[1]) == 4 and not cores[0] & cores[1]
+    for p in plans:
+        assert not {min(sib[c]) for c in p.background} & (cores[0] | cores[1])
+
+
+def test_without_smt_the_plan_is_per_cpu_as_before():
+    own = {c: frozenset({c}) for c in range(32)}
+    p = CpuPlan.for_device(CUDA, sides=4, allowed=set(range(32)), slot=0, gpus=2, siblings=own)
+    assert p.timed == (24, 25, 26, 27) and p.background == tuple(range(24))
+
+
+def test_smt_with_too_few_physical_cores_gives_no_plan():
+    # 5 physical cores (10 CPUs): 4 timed leave 1 core (2 CPUs) beside: enough; 4 physical: none
+    assert CpuPlan.for_device(CUDA, sides=4, allowed=set(range(10)), slot=0, gpus=1, siblings=_smt(10)) is not None
+    assert CpuPlan.for_device(CUDA, sides=4, allowed=set(range(8)), slot=0, gpus=1, siblings=_smt(8)) is None
+
+
+def test_sibling_lists_are_parsed_as_the_kernel_writes_them():
+    from kbenv.sandbox.cpus import _cpu_list, _sysfs_siblings
+    assert _cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert _cpu_list("5") == {5}
+    mine = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    sib = _sysfs_siblings(mine)
+    assert all(c in sib[c] for c in mine)  # this machine's own topology, whatever it is, lists each CPU
+
+
 def _affinity(pid: int) -> set[int]:
     return os.sched_getaffinity(pid)
 
