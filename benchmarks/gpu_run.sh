@@ -27,6 +27,9 @@ else
   export KBENV_SANDBOX=none; echo "sandbox: none (bwrap unavailable or CUDA fails inside it)" | tee -a "$OUT/setup.log"
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv >> "$OUT/setup.log" 2>&1
+{ lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|NUMA)"  # the CPU plan's topology (kbenv.sandbox.cpus)
+  for c in /sys/devices/system/cpu/cpu[0-9]*; do echo "${c##*/}: $(cat $c/topology/thread_siblings_list 2>/dev/null)"; done
+} >> "$OUT/setup.log" 2>&1
 cd /tmp  # run from outside the checkout so the installed package (with the mapped namespace) is what imports
 R=$OLDPWD
 for stage in "$@"; do
