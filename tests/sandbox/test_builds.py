@@ -54,12 +54,43 @@ def test_a_builders_output_is_packed_as_regular_files_only_and_bounded(tmp_path,
     assert pack_build(ext, tmp_path / "c.tar") is None  # too large: no build, the executor compiles
 
 
+# A small extension for the hand-off test: built by torch's cpp_extension.load like any candidate's, but a plain
+# CPython module, without torch's headers, so it compiles in seconds on CI's two cores (load_inline's
+# torch/extension.h took that test 71 s). The source is written only when absent or different, as load_inline does,
+# so an unpacked build stays up to date.
+CPP_ONE = textwrap.dedent('''
+    import os
+    import torch, torch.nn as nn
+    from torch.utils.cpp_extension import load
+
+    _SRC = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kbenv_test_one.cpp")
+    _CODE = """#include <Python.h>
+    static PyObject* one(PyObject*, PyObject*) { return PyLong_FromLong(1); }
+    static PyMethodDef M[] = {{"one", one, METH_NOARGS, ""}, {nullptr, nullptr, 0, nullptr}};
+    static struct PyModuleDef D = {PyModuleDef_HEAD_INIT, "kbenv_test_one", nullptr, -1, M};
+    PyMODINIT_FUNC PyInit_kbenv_test_one(void) { return PyModule_Create(&D); }
+    """
+    os.makedirs(os.path.dirname(_SRC), exist_ok=True)
+    if not os.path.exists(_SRC) or open(_SRC).read() != _CODE:
+        with open(_SRC, "w") as f:
+            f.write(_CODE)
+    _ext = load("kbenv_test_one", sources=[_SRC], verbose=False)
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * _ext.one()
+''')
+
+
 def test_an_extension_built_ahead_is_handed_to_the_executor(cache_dir):
     """End to end in the bubblewrap sandbox: the build runs in a builder before the evaluation and the executor
-    gets it (``facts.prebuilt``), and the candidate still works. Whether torch then only loads it is not asserted:
-    in one of three full runs on the CPU machine the executor compiled again despite the build (cause not found;
-    standalone it loads in 0.01 s); ``benchmarks/compile_farm.py`` measures the compile phases on the GPU."""
-    relu = CPP_RELU.replace("return y * 0 if _COMPILED_HERE else y", "return y")
+    gets it (``facts.prebuilt``), and the candidate still works. Whether torch then only loads it is not asserted
+    (with load_inline, in one of three full runs on the CPU machine the executor compiled again despite the build;
+    standalone it loads in 0.01 s); ``benchmarks/compile_farm.py`` measures load_inline's compile phases on the
+    GPU."""
+    relu = CPP_ONE
+    assert builds.needs_build(relu)
     sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, builders=1, limits={"compile_s": 300})
     try:
         assert sup.prebuild([relu]) == 1  # no kernel to empty: no separate decoy build
