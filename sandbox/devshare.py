@@ -93,6 +93,7 @@ def _lib():
             "cuIpcOpenMemHandle_v2": [ctypes.POINTER(u64), _IpcHandle, ctypes.c_uint],
             "cuIpcCloseMemHandle": [u64],
             "cuMemGetAddressRange_v2": [ctypes.POINTER(u64), ctypes.POINTER(sz), u64],
+            "cuPointerGetAttributes": [ctypes.c_uint, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(vp), u64],
         }
         for name, args in ipc.items():
             fn = getattr(lib, name, None)
@@ -244,15 +245,45 @@ class SharedDeviceBuffer:
 # candidates' executors ever export (trusted baseline processes deliver no outputs, the supervisor exports
 # nothing); the range read is bounds-checked against the mapping's size as the driver reports it.
 
+# CUpointer_attribute: a process-wide unique id of the allocation, its start and its size
+_ATTR_BUFFER_ID, _ATTR_RANGE_START, _ATTR_RANGE_SIZE = 7, 11, 12
+_EXPORTED: dict[int, bytes] = {}  # executor side: buffer id -> its IPC handle (the caching allocator reuses its blocks)
+MAX_EXPORTED = 4096
+
+
 def export_ipc(ptr: int) -> tuple[bytes, int, int]:
     """Executor side: (handle, offset of ``ptr`` in its allocation, allocation size) for a device pointer of the
-    current context. Raises :class:`DevShareError` for memory that cannot be exported (VMM, lent memory)."""
+    current context. Raises :class:`DevShareError` for memory that cannot be exported (VMM, lent memory).
+
+    Every call of a candidate's executor names its outputs this way, so it is on the timed path (baselines deliver
+    nothing). One attribute query finds the allocation; its handle is exported once per allocation, keyed by the
+    driver's buffer id, which is never reused within a process: memory freed and allocated again at the same
+    address is a new buffer, exported anew, so a kept handle never names a freed allocation."""
     lib = _lib()
-    base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
-    _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
+    get = getattr(lib, "cuPointerGetAttributes", None)
+    if get is None:  # a driver without it: look the range up and export every time
+        base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+        _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
+        return _export_handle(base.value), ptr - base.value, int(size.value)
+    bid, base, size = ctypes.c_ulonglong(), ctypes.c_ulonglong(), ctypes.c_size_t()
+    attrs = (ctypes.c_int * 3)(_ATTR_BUFFER_ID, _ATTR_RANGE_START, _ATTR_RANGE_SIZE)
+    data = (ctypes.c_void_p * 3)(ctypes.addressof(bid), ctypes.addressof(base), ctypes.addressof(size))
+    _check(get(3, attrs, data, ptr), "cuPointerGetAttributes")
+    if not base.value:
+        raise DevShareError("not memory of this process's device allocations")
+    handle = _EXPORTED.get(bid.value)
+    if handle is None:
+        handle = _export_handle(base.value)
+        if len(_EXPORTED) >= MAX_EXPORTED:
+            _EXPORTED.pop(next(iter(_EXPORTED)))
+        _EXPORTED[bid.value] = handle
+    return handle, ptr - base.value, int(size.value)
+
+
+def _export_handle(base: int) -> bytes:
     h = _IpcHandle()
-    _check(lib.cuIpcGetMemHandle(ctypes.byref(h), base.value), "cuIpcGetMemHandle")
-    return bytes(ctypes.string_at(ctypes.addressof(h), IPC_HANDLE_BYTES)), ptr - base.value, int(size.value)
+    _check(_lib().cuIpcGetMemHandle(ctypes.byref(h), base), "cuIpcGetMemHandle")
+    return bytes(ctypes.string_at(ctypes.addressof(h), IPC_HANDLE_BYTES))
 
 
 class IpcImports:
