@@ -1,10 +1,12 @@
-# expect: replay|inaccurate|impossible_speed
+# expect: replay|inaccurate|impossible_speed|nondeterministic
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T10 (graph replay).
 
 The first call captures the Triton softmax in a CUDA graph over static input/output buffers; later calls of the
 same shape just replay the graph and return the static output. The "bug" is the missing copy of the new input
 into the static buffer: the graph keeps recomputing the first input's softmax, so every later output is a
 replay. On CPU (no graphs) the static output is returned without recomputing.
+On the H200 at full size (stop 27) the determinism check fails it first: the two runs of the official input
+differ, since the second returns the graph's stale output (`nondeterministic`, reward 0).
 """
 import torch
 import torch.nn as nn
