@@ -67,8 +67,9 @@ class CpuPlan:
 
         A physical core is counted whole (``siblings``: each CPU's SMT siblings, read from sysfs by default): a
         timed side whose hyperthread sibling imports torch for a spare runs at part of its speed, and the
-        launch-bound blocks of small kernels (88, dlrm/2: 0.2-0.3 ms a call) are where that shows. Without SMT
-        each core is its own unit and the plan is the same as before."""
+        launch-bound blocks of small kernels (88, dlrm/2: 0.2-0.3 ms a call) are where that would show (not
+        measured: the lent H200 machine has no SMT). Without SMT each core is its own unit and the plan is the same
+        as before."""
         if device.type != "cuda" or not hasattr(os, "sched_getaffinity"):
             return None
         cpus = sorted(allowed if allowed is not None else os.sched_getaffinity(0))
