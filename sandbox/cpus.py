@@ -17,8 +17,9 @@ The plan: of the CPUs this process may use, a block of as many physical cores as
 supervisor's timing thread, the candidate's executor, each baseline process) is reserved for each GPU of the host,
 at the top of the set, so that the evaluators of one machine do not share theirs. A physical core is reserved
 with all its SMT siblings: a hyperthread whose sibling runs a spare's torch import is a slower core. Every
-process kbenv spawns starts on the cores below them (:func:`kbenv.sandbox.process.spawn` sets its affinity); during the timing phase each timed side
-is moved to the reserved block (every thread of every process of it), and back afterwards. Where the CPUs are too
+process kbenv spawns starts on the cores below them (:func:`kbenv.sandbox.process.spawn` sets its affinity);
+during the timing phase each timed side is moved to the reserved block (every thread of every process of it), and
+back afterwards. Where the CPUs are too
 few for the blocks and two cores beside them, there is no plan, and the result's facts say the cores were shared.
 
 A candidate may widen its own affinity (a process may set its own); it gains nothing by it: while a baseline is
