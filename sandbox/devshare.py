@@ -259,16 +259,10 @@ def export_ipc(ptr: int) -> tuple[bytes, int, int]:
     nothing). One attribute query finds the allocation; its handle is exported once per allocation, keyed by the
     driver's buffer id, which is never reused within a process: memory freed and allocated again at the same
     address is a new buffer, exported anew, so a kept handle never names a freed allocation."""
-    lib = _lib()
-    get = getattr(lib, "cuPointerGetAttributes", None)
-    if get is None:  # a driver without it: look the range up and export every time
-        base, size = ctypes.c_ulonglong(), ctypes.c_size_t()
-        _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
-        return _export_handle(base.value), ptr - base.value, int(size.value)
     bid, base, size = ctypes.c_ulonglong(), ctypes.c_ulonglong(), ctypes.c_size_t()
     attrs = (ctypes.c_int * 3)(_ATTR_BUFFER_ID, _ATTR_RANGE_START, _ATTR_RANGE_SIZE)
     data = (ctypes.c_void_p * 3)(ctypes.addressof(bid), ctypes.addressof(base), ctypes.addressof(size))
-    _check(get(3, attrs, data, ptr), "cuPointerGetAttributes")
+    _check(_lib().cuPointerGetAttributes(3, attrs, data, ptr), "cuPointerGetAttributes")  # CUDA 7.0 and later
     if not base.value:
         raise DevShareError("not memory of this process's device allocations")
     handle = _EXPORTED.get(bid.value)
