@@ -62,6 +62,8 @@ _limit_tasks()
 import torch  # noqa: E402
 
 from kbenv.sandbox import wire  # noqa: E402
+from kbenv.sandbox.lent import Places  # noqa: E402
+from kbenv.sandbox.wire import DTYPES  # noqa: E402
 
 
 def _classify(e: BaseException, default: str) -> str:
@@ -98,6 +100,7 @@ class Executor:
         self.model = None
         self.device = None
         self.raw = None  # the lent region's bytes
+        self.places = None  # fresh typed tensors over them, one per place and call (kbenv.sandbox.lent.Places)
         self.deliver = "copy"
         self.kept = {}  # outputs left in place, by their lent place's offset, until that place's next call
 
@@ -115,6 +118,7 @@ class Executor:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 self.raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=size)
+        self.places = Places(self.raw)
 
     def setup(self, msg: dict) -> dict:
         from kbenv.problems import PRECISIONS, load_namespace, make_model
@@ -152,45 +156,48 @@ class Executor:
             return _error(e, "compile", "constructor")
         return {"ok": True}
 
+    def run_block(self, msg: dict) -> dict:
+        """A block's calls back to back, stopping at the first that fails; on cuda one synchronize after the last
+        (a courtesy only: the supervisor fences the process itself)."""
+        calls = msg.get("calls") or []
+        dones = []
+        for c in calls:
+            dones.append(self.call(c))
+            if "error" in dones[-1]:
+                break
+        if self.device.type == "cuda" and dones and "error" not in dones[-1]:
+            try:
+                torch.cuda.synchronize(self.device)
+            except BaseException as e:  # noqa: BLE001 - the candidate's kernels faulted: data
+                dones[-1] = _error(e, "runtime", "forward")
+        return {"type": "dones", "dones": dones}
+
     def call(self, msg: dict) -> dict:
-        from kbenv.sandbox.lent import view_of
-        from kbenv.sandbox.protocol import TensorSlot
-        inputs = [view_of(self.raw, TensorSlot(*x)) if isinstance(x, list) else x["value"] for x in msg["inputs"]]
-        places = [TensorSlot(*o) for o in msg["outputs"]]
+        place = self.places.tensor
+        inputs = [place(x) if isinstance(x, list) else x["value"] for x in msg["inputs"]]
+        places = msg["outputs"]
         try:
             with torch.no_grad():
                 out = self.model(*inputs)
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            claims = []
-            for i, p in enumerate(places):
-                o = outs[i] if i < len(outs) else None
-                claims.append(self._store(o, p))
+            claims = [self._store(outs[i] if i < len(outs) else None, p) for i, p in enumerate(places)]
             if len(outs) != len(places):
                 claims.append(["count", f"returned {len(outs)} outputs, expected {len(places)}"])
-            if self.device.type == "cuda" and not self._pending():
-                torch.cuda.synchronize(self.device)  # courtesy only: the supervisor fences the process itself
         except BaseException as e:  # noqa: BLE001 - anything the candidate raised is data
             return _error(e, "runtime", "forward")
         return {"claims": claims}
 
-    def _pending(self) -> bool:
-        """Another call is already waiting in the pipe: queue it behind this one instead of synchronizing (the
-        supervisor sends a block's calls at once; errors of the block surface at its last call or the fence)."""
-        import select
-        return bool(select.select([self.fd_in], [], [], 0)[0])
-
-    def _store(self, o, place):
-        from kbenv.sandbox.lent import view_of
-        from kbenv.sandbox.wire import DTYPES
+    def _store(self, o, place: list):
+        offset, dtype, shape = place
         if type(o) is not torch.Tensor or o.device.type != self.device.type or o.layout != torch.strided:
             return ["type", f"{type(o).__module__}.{type(o).__qualname__}"
                     + (f" on {o.device.type}" if isinstance(o, torch.Tensor) else "")]
-        if o.dtype != DTYPES[place.dtype]:
+        if o.dtype != DTYPES[dtype]:
             return ["dtype", str(o.dtype).removeprefix("torch.")]
-        if tuple(o.shape) != tuple(place.shape):
+        if tuple(o.shape) != tuple(shape):
             return ["shape", str(list(o.shape))]
-        if place.offset >= 0:  # a lent place (the CPU): copied there
-            view_of(self.raw, place).copy_(o)
+        if offset >= 0:  # a lent place (the CPU): copied there
+            self.places.tensor(place).copy_(o)
             return None
         if self.deliver == "none":  # a trusted baseline on cuda: nobody reads its outputs, as no workload copies them
             return None
@@ -203,11 +210,11 @@ class Executor:
             return ["lent", o.data_ptr() - base]
         from kbenv.sandbox import devshare
         try:
-            handle, offset, _ = devshare.export_ipc(o.data_ptr())
+            handle, off, _ = devshare.export_ipc(o.data_ptr())
         except devshare.DevShareError as e:
             return ["type", f"an output in memory that cannot be shared ({e}): allocate outputs with torch"]
-        self.kept[place.offset] = o  # alive until this place's next call (the supervisor reads it after the fence)
-        return ["ipc", handle, offset]
+        self.kept[offset] = o  # alive until this place's next call (the supervisor reads it after the fence)
+        return ["ipc", handle, off]
 
     def serve(self) -> None:
         while True:
@@ -218,9 +225,8 @@ class Executor:
             if kind == "setup":
                 reply = self.setup(msg)
                 reply["type"] = "reply"
-            elif kind == "call":
-                reply = self.call(msg)
-                reply["type"] = "done"
+            elif kind == "block":
+                reply = self.run_block(msg)
             else:
                 return
             wire.write_frame(self.fd_out, reply)

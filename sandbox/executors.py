@@ -47,6 +47,7 @@ class Lease:
         self.proc, self.device, self.layout = proc, device, layout
         self.route = "copy" if device.type != "cuda" else ("none" if proc.trusted else "ipc")
         self.last: dict[int, protocol.Done] = {}  # each slot's latest reply: where its outputs were left
+        self._blocks: dict[tuple, dict] = {}  # the block frames sent, by their slots
         self.imports = None  # devshare.IpcImports, once an output was left in the executor's memory
         self.owns_region = region is None
         self.region = region or LentRegion(device, layout.total_bytes, proc.memfd, seal=not proc.trusted)
@@ -94,31 +95,32 @@ class Lease:
         return self.call_block([k], deadline)[0]
 
     def call_block(self, ks: list[int], deadline: Deadline) -> list[protocol.Done]:
-        """Every call of a block sent at once (the frames are small: they fit the pipe), then every reply read.
-        The executor runs them back to back and synchronizes only once its pipe is empty, so the GPU sees the
-        calls queued as a workload would queue them; a correctness block and a timed block are the same frames.
-        The replies are hints (the caller fences and reads the region); the first failure among them is raised."""
+        """Slots ``ks``' calls as one block: one frame out, the executor runs them back to back (synchronizing
+        only after the last, so the GPU sees them queued as a workload would queue them), one frame back. A
+        correctness block and a timed block are the same frames. The replies are hints (the caller fences and
+        reads the region); the first failure among them is raised."""
         self.send_block(ks, deadline.phase)
         return self.finish_block(ks, deadline)
 
     def send_block(self, ks: list[int], phase: str) -> None:
-        """The first half of :meth:`call_block`: every call sent, no reply read (a trusted baseline's untimed
+        """The first half of :meth:`call_block`: the block sent, its reply not read (a trusted baseline's untimed
         warm-up runs while the supervisor does other work)."""
-        for k in ks:
-            slot = self.layout.slots[k]
-            self._send(protocol.Call(slot.inputs, slot.outputs).to_wire(), phase)
+        frame = self._blocks.get(tuple(ks))
+        if frame is None:  # built once per block shape: the timed blocks' clock starts before the send
+            slots = [self.layout.slots[k] for k in ks]
+            frame = protocol.Block(tuple(protocol.Call(s.inputs, s.outputs) for s in slots)).to_wire()
+            self._blocks[tuple(ks)] = frame
+        self._send(frame, phase)
 
     def finish_block(self, ks: list[int], deadline: Deadline) -> list[protocol.Done]:
-        """The second half of :meth:`call_block`: the replies of the calls :meth:`send_block` sent, in order."""
-        dones = []
-        for k in ks:
-            try:
-                done = protocol.parse_done(self._recv(deadline), len(self.layout.slots[k].outputs))
-            except protocol.ProtocolViolation as e:
-                raise CandidateFault("crash", f"protocol violation during {deadline.phase}: {e}") from None
+        """The second half of :meth:`call_block`: the reply to the block :meth:`send_block` sent, one per call."""
+        try:
+            dones = protocol.parse_dones(self._recv(deadline), [len(self.layout.slots[k].outputs) for k in ks])
+        except protocol.ProtocolViolation as e:
+            raise CandidateFault("crash", f"protocol violation during {deadline.phase}: {e}") from None
+        for k, done in zip(ks, dones):
             if done.category is not None:
                 raise CandidateFault(done.category, f"{done.category} error in the forward", done.error)
-            dones.append(done)
             self.last[k] = done
         return dones
 

@@ -34,7 +34,7 @@ def nbytes_of(dtype: torch.dtype, shape) -> int:
     n = 1
     for s in shape:
         n *= int(s)
-    return n * torch.empty((), dtype=dtype).element_size()
+    return n * dtype.itemsize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +90,44 @@ def view_of(raw: torch.Tensor, slot: TensorSlot) -> torch.Tensor:
     dtype = DTYPES[slot.dtype]
     n = nbytes_of(dtype, slot.shape)
     return raw[slot.offset:slot.offset + n].view(dtype).reshape(slot.shape)
+
+
+class Places:
+    """The executor's typed tensors over a lent region's bytes: for a place as the wire names it (``[offset, dtype,
+    shape]``), a fresh tensor each time it is asked for, so that nothing a forward does to one call's tensor objects
+    reaches the next call. The arithmetic of each place (a typed view of the whole region, contiguous strides, the
+    element offset, checked against the region's size) is worked out once; after that a place costs one
+    ``as_strided`` (about 1 us against 13 us for :func:`view_of`'s slice, view and reshape: on the timed path of
+    every call, of the candidate's and of the baselines' alike)."""
+
+    def __init__(self, raw: torch.Tensor, limit: int = 4096):
+        self.raw, self.limit = raw, limit
+        self._typed: dict = {}
+        self._recipes: dict = {}
+
+    def tensor(self, place: list) -> torch.Tensor:
+        key = (place[0], place[1], tuple(place[2]))
+        recipe = self._recipes.get(key)
+        if recipe is None:
+            if len(self._recipes) >= self.limit:
+                self._recipes.clear()
+            recipe = self._recipes[key] = self._recipe(*key)
+        base, shape, stride, offset = recipe
+        return base.as_strided(shape, stride, offset)
+
+    def _recipe(self, offset: int, dtype_name: str, shape: tuple) -> tuple:
+        dtype = DTYPES[dtype_name]
+        size = dtype.itemsize
+        if offset < 0 or offset % size or offset + nbytes_of(dtype, shape) > self.raw.numel():
+            raise ValueError(f"no place of {shape} {dtype_name} at byte {offset} of a {self.raw.numel()}-byte region")
+        base = self._typed.get(dtype)
+        if base is None:
+            base = self._typed[dtype] = self.raw[:self.raw.numel() // size * size].view(dtype)
+        stride, acc = [], 1
+        for d in reversed(shape):
+            stride.append(acc)
+            acc *= max(int(d), 1)
+        return base, tuple(int(d) for d in shape), tuple(reversed(stride)), offset // size
 
 
 def seal_size(memfd: int) -> None:

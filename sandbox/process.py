@@ -230,7 +230,7 @@ class ExecutorProcess:
 
     # -- channel --------------------------------------------------------------------------------------------
     def send(self, obj: dict) -> None:
-        """A frame to the executor, which an honest executor reads at once (a block's frames fit its pipe, and it
+        """A frame to the executor, which an honest executor reads at once (a block's frame fits its pipe, and it
         has read the last block's before it replied): a pipe still full after :data:`SEND_TIMEOUT_S` is the
         executor's doing, never a wait of the supervisor's without end."""
         try:

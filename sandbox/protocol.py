@@ -4,10 +4,12 @@ The executor (the candidate's process, or a trusted baseline process running the
 any call needs: where its inputs lie and where its outputs go, in memory the supervisor lends. Every call of an
 evaluation looks the same from inside: no seed, domain, trial kind, sample position or flag ever travels.
 
-Supervisor -> executor: :class:`Setup` once, then :class:`Call` per forward, then ``exit``.
-Executor -> supervisor: ``ready`` (before any candidate code exists), a setup reply, a :class:`Done` per call.
+Supervisor -> executor: :class:`Setup` once, then a :class:`Block` of :class:`Call` s per block of forwards (one
+frame: the executor runs them back to back, with no read, reply or wake-up between two calls), then ``exit``.
+Executor -> supervisor: ``ready`` (before any candidate code exists), a setup reply, one ``dones`` frame per block:
+a :class:`Done` per call, up to and including the first that failed.
 
-Everything the executor sends is hostile data. :func:`parse_setup_reply` and :func:`parse_done` turn a frame
+Everything the executor sends is hostile data. :func:`parse_setup_reply` and :func:`parse_dones` turn a frame
 into a typed value or raise :class:`ProtocolViolation`, which the supervisor records as the candidate's
 ``crash``; nothing the executor sends can make trusted code raise anything else, and no claim in a frame can
 make a candidate pass: claims can only fail it (a candidate that says it failed is believed, as it could have
@@ -65,9 +67,18 @@ class Call:
     outputs: tuple  # TensorSlot per expected output
 
     def to_wire(self) -> dict:
-        return {"type": "call",
-                "inputs": [x.to_wire() if isinstance(x, TensorSlot) else {"value": x} for x in self.inputs],
+        return {"inputs": [x.to_wire() if isinstance(x, TensorSlot) else {"value": x} for x in self.inputs],
                 "outputs": [o.to_wire() for o in self.outputs]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Calls run back to back, in this order (a correctness block and a timed block are the same frames)."""
+
+    calls: tuple  # Call
+
+    def to_wire(self) -> dict:
+        return {"type": "block", "calls": [c.to_wire() for c in self.calls]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,16 +141,33 @@ def parse_setup_reply(frame: dict) -> SetupReply:
                       _text(frame.get("error")))
 
 
-def parse_done(frame: dict, n_outputs: int) -> Done:
-    """Validate a ``done`` frame against the call's expected outputs (``n_outputs`` of them)."""
-    if frame.get("type") != "done":
-        raise ProtocolViolation(f"expected a done frame, got {str(frame.get('type'))[:40]!r}")
-    if "error" in frame:
-        cat = frame.get("category")
-        return Done((), cat if cat in CLAIMABLE else "runtime", _text(frame.get("error")))
-    claims = frame.get("claims")
+def parse_dones(frame: dict, n_outputs: list[int]) -> list[Done]:
+    """Validate a block's ``dones`` frame against its calls (``n_outputs[i]`` outputs expected of call ``i``): one
+    :class:`Done` per call, or fewer when the last of them is the error that ended the block."""
+    if frame.get("type") != "dones":
+        raise ProtocolViolation(f"expected a dones frame, got {str(frame.get('type'))[:40]!r}")
+    entries = frame.get("dones")
+    if not isinstance(entries, list) or not 0 < len(entries) <= len(n_outputs):
+        raise ProtocolViolation("the dones frame does not hold one reply per call of the block")
+    dones = [parse_done(e, n) for e, n in zip(entries, n_outputs)]
+    if len(dones) < len(n_outputs) and dones[-1].category is None:
+        raise ProtocolViolation(f"the dones frame answers {len(dones)} of the block's {len(n_outputs)} calls, "
+                                "and none of them failed")
+    if any(d.category is not None for d in dones[:-1]):
+        raise ProtocolViolation("the dones frame goes on past a call that failed")
+    return dones
+
+
+def parse_done(entry, n_outputs: int) -> Done:
+    """Validate one call's reply (an entry of a ``dones`` frame) against its ``n_outputs`` expected outputs."""
+    if not isinstance(entry, dict):
+        raise ProtocolViolation("a reply in the dones frame is not a map")
+    if "error" in entry:
+        cat = entry.get("category")
+        return Done((), cat if cat in CLAIMABLE else "runtime", _text(entry.get("error")))
+    claims = entry.get("claims")
     if not isinstance(claims, list) or len(claims) > n_outputs + 64:
-        raise ProtocolViolation("the done frame's claims are not a list of the call's outputs")
+        raise ProtocolViolation("a reply's claims are not a list of the call's outputs")
     out = []
     for c in claims:
         if c is None:
@@ -152,5 +180,5 @@ def parse_done(frame: dict, n_outputs: int) -> Done:
         elif isinstance(c, list) and len(c) == 2 and c[0] == "lent" and type(c[1]) is int and 0 <= c[1] < 1 << 50:
             out.append(LentOutput(c[1]))
         else:
-            raise ProtocolViolation("a claim in the done frame is malformed")
+            raise ProtocolViolation("a claim in a reply is malformed")
     return Done(tuple(out))

@@ -2,9 +2,12 @@
 
 A block is one call per slot of an executor's lent region, each slot holding fresh inputs the supervisor wrote
 just before the block, with the L2 cache evicted by the supervisor after writing them (so every call of the
-block reads cold inputs, as in KernelBench's protocol). The clock starts before the first call is sent and
-stops when the fence returns, so work the executor left queued or running after its replies is counted; the
-block's time over its calls is one per-call figure. Rounds alternate the order (ABBA) of the candidate's block
+block reads cold inputs, as in KernelBench's protocol). The block is one frame, which the executor runs back to
+back with no read, reply or wake-up between two calls (its own cost per call is an ``as_strided`` per input:
+``kbenv.sandbox.lent.Places``), so a kernel longer than that path keeps the GPU queue ahead of it and the block
+is timed by the GPU, not by the CPU's jitter. The clock starts before the block is sent and stops when the fence
+returns, so work the executor left queued or running after its reply is counted; the block's time over its
+calls is one per-call figure. Rounds alternate the order (ABBA) of the candidate's block
 and each baseline's block, so both see the same machine state; the speedup is the median over rounds of the
 paired ratio best-baseline / candidate, and rounds continue until its confidence interval is tight or the time
 budget is spent. The candidate's executor is held by the fence (stopped, and on cuda locked by the driver)
@@ -135,7 +138,7 @@ def _reset_persisting_l2(_fn=[]) -> None:
 
 
 def time_block(lease, fence, deadline, hold_timeout_s: float, overhead_s: float = 0.0) -> float:
-    """One call per slot on the supervisor's clock, all sent at once, ended by the fence's completion (on cuda
+    """One call per slot on the supervisor's clock, sent as one block, ended by the fence's completion (on cuda
     the driver lock of the executor's CUDA processes, found before the block); the executor is then held, and
     a CUDA process that appeared during the block is locked too. Seconds per call, after removing
     ``overhead_s`` (at most half the block): the fence's own fixed cost per block, measured on a trusted

@@ -20,58 +20,102 @@ from test_faults import GOOD, PID, with_forward
 
 def test_executor_frames_carry_no_secret_and_every_call_is_one_of_the_slot_frames(supervisor, monkeypatch):
     """Correctness trials, broader domains, fresh inputs, warm-ups, timed and re-checked calls: identical frames."""
-    sent = []
+    sent, sizes = [], {}  # sizes: per executor process, the sizes of the blocks it was sent
     real = ExecutorProcess.send
 
     def spy(self, obj):
         if not self.trusted:
             sent.append(obj)
+            if obj.get("type") == "block":
+                sizes.setdefault(id(self), set()).add(len(obj["calls"]))
         return real(self, obj)
     monkeypatch.setattr(ExecutorProcess, "send", spy)
     r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD))
     assert r.verdict == "pass", (r.category, r.reason, r.error)
     kinds = {m["type"] for m in sent}
-    assert kinds <= {"start", "setup", "call", "exit"}, kinds
-    calls = [m for m in sent if m["type"] == "call"]
-    assert all(set(m) == {"type", "inputs", "outputs"} for m in calls)
+    assert kinds <= {"start", "setup", "block", "exit"}, kinds
+    blocks = [m for m in sent if m["type"] == "block"]
+    assert all(set(m) == {"type", "calls"} for m in blocks)
+    assert all(len(n) == 1 for n in sizes.values()), sizes  # a process's blocks: one call per slot, every time
+    calls = [c for m in blocks for c in m["calls"]]
+    assert all(set(c) == {"inputs", "outputs"} for c in calls)
     distinct = {repr(m) for m in calls}
     assert len(calls) > len(distinct) and len(distinct) <= r.facts["slots"]  # the same few frames, over and over
     setup = next(m for m in sent if m["type"] == "setup")
     assert not {"seed", "domain", "positions", "secret", "suppress_custom"} & set(setup)
 
 
-@pytest.mark.parametrize("frame", [
-    {"type": "done", "claims": "all good"},
-    {"type": "done", "claims": [["verdict", "pass"]]},
-    {"type": "done", "claims": [None] * 10_000},
-    {"type": "reply", "claims": [None]},
-    {"type": "done"},
-    {"type": "done", "claims": [["ipc", b"short", 0]]},
-    {"type": "done", "claims": [["ipc", "x" * 64, 0]]},
-    {"type": "done", "claims": [["ipc", b"h" * 64, -8]]},
-    {"type": "done", "claims": [["ipc", b"h" * 64, 1 << 60]]},
-    {"type": "done", "claims": [["ipc", b"h" * 64, 0.5]]},
-    {"type": "done", "claims": [["lent", -256]]},
-    {"type": "done", "claims": [["lent", True]]},
+@pytest.mark.parametrize("entry", [
+    {"claims": "all good"},
+    {"claims": [["verdict", "pass"]]},
+    {"claims": [None] * 10_000},
+    {},
+    "done",
+    {"claims": [["ipc", b"short", 0]]},
+    {"claims": [["ipc", "x" * 64, 0]]},
+    {"claims": [["ipc", b"h" * 64, -8]]},
+    {"claims": [["ipc", b"h" * 64, 1 << 60]]},
+    {"claims": [["ipc", b"h" * 64, 0.5]]},
+    {"claims": [["lent", -256]]},
+    {"claims": [["lent", True]]},
 ])
-def test_forged_done_frames_are_protocol_violations(frame):
+def test_forged_replies_are_protocol_violations(entry):
     with pytest.raises(protocol.ProtocolViolation):
-        protocol.parse_done(frame, 1)
+        protocol.parse_dones({"type": "dones", "dones": [entry]}, [1])
+
+
+@pytest.mark.parametrize("frame", [
+    {"type": "reply", "dones": [{"claims": [None]}]},
+    {"type": "dones", "dones": "all"},
+    {"type": "dones", "dones": []},
+    {"type": "dones", "dones": [{"claims": [None]}] * 3},  # more replies than calls
+    {"type": "dones", "dones": [{"claims": [None]}]},  # fewer, and none failed: calls skipped
+    {"type": "dones", "dones": [{"error": "x", "category": "runtime"}, {"claims": [None]}]},  # on past a failure
+])
+def test_a_block_reply_that_does_not_answer_its_calls_is_a_protocol_violation(frame):
+    with pytest.raises(protocol.ProtocolViolation):
+        protocol.parse_dones(frame, [1, 1])
 
 
 def test_an_executor_that_claims_a_harness_fault_gets_a_runtime_failure_not_a_harness_error():
-    done = protocol.parse_done({"type": "done", "error": "HarnessError: forged", "category": "harness"}, 1)
+    done = protocol.parse_dones({"type": "dones", "dones": [{"error": "HarnessError: forged", "category": "harness"}]},
+                                [1, 1])[0]
     assert done.category == "runtime"
     reply = protocol.parse_setup_reply({"type": "reply", "error": "x", "category": "harness", "where": 7})
     assert reply.category == "runtime" and reply.where == ""
-    assert protocol.parse_done({"type": "done", "claims": [None]}, 1).claims == (None,)
+    ok = protocol.parse_dones({"type": "dones", "dones": [{"claims": [None]}, {"claims": [None]}]}, [1, 1])
+    assert [d.claims for d in ok] == [(None,), (None,)]
 
 
 def test_outputs_left_in_place_are_named_and_bounded_claims():
     """On cuda an output stays in the executor's memory: the reply names an allocation (an IPC handle) and an
     offset, or an offset in the lent region; these are the only forms accepted."""
-    done = protocol.parse_done({"type": "done", "claims": [["ipc", b"h" * 64, 4096], ["lent", 512]]}, 2)
+    done = protocol.parse_dones({"type": "dones", "dones": [{"claims": [["ipc", b"h" * 64, 4096], ["lent", 512]]}]},
+                                [2])[0]
     assert done.claims == (protocol.IpcOutput(b"h" * 64, 4096), protocol.LentOutput(512))
+
+
+def test_the_executors_places_are_fresh_tensors_over_the_lent_bytes_and_stay_inside_them():
+    """A place is a new tensor at every call (what a forward does to one call's tensor objects cannot reach the
+    next call), it aliases the region's bytes exactly where the layout says, and a place past the region's end or
+    misaligned for its dtype is refused."""
+    import torch
+
+    from kbenv.sandbox.lent import Places, view_of
+    raw = torch.zeros(4096, dtype=torch.uint8)
+    places = Places(raw)
+    a, b = places.tensor([256, "float32", [4, 8]]), places.tensor([256, "float32", [4, 8]])
+    assert a is not b and a.data_ptr() == b.data_ptr() == raw.data_ptr() + 256
+    a.set_(torch.ones(3))  # a forward rebinding its input's storage changes nothing for the next call
+    c = places.tensor([256, "float32", [4, 8]])
+    assert c.shape == (4, 8) and c.data_ptr() == raw.data_ptr() + 256
+    c.fill_(2.5)
+    assert torch.equal(view_of(raw, protocol.TensorSlot(256, "float32", (4, 8))), torch.full((4, 8), 2.5))
+    assert places.tensor([1024, "bool", [3]]).dtype == torch.bool
+    assert places.tensor([2048, "int64", []]).shape == ()
+    for bad in ([4000, "float32", [100]], [-8, "float32", [1]], [258, "float32", [1]]):
+        with pytest.raises(ValueError):
+            places.tensor(bad)
 
 
 def test_layout_without_lent_outputs_names_each_output_and_lends_inputs_only():

@@ -31,7 +31,8 @@ def _forge():
     real = cls._store
 
     def store(self, o, place):
-        claim = real(self, o, place) if place.offset < 0 else None  # CPU: skip the copy, claim it was done
+        offset = place[0] if isinstance(place, (list, tuple)) else place.offset  # the wire's [offset, dtype, shape]
+        claim = real(self, o, place) if offset < 0 else None  # CPU: skip the copy, claim it was done
         if isinstance(claim, list) and claim and claim[0] == "ipc":
             claim[1] = bytes(64)  # a handle naming nothing this process exported
         return claim

@@ -1,7 +1,11 @@
 # expect: timeout
+# expect-cuda: timeout|pass
 """Known-wrong candidate for KernelBench level 1 #19 (ReLU): correct, but every call sleeps 4 s, so that a
 harness with per-message limits is held for (calls x limit). kbenv's limits are per phase, enforced from
-outside: the correctness phase (15 s in the suite) ends in a timeout."""
+outside: under the CPU suite's limits the correctness phase (15 s) ends in a timeout. Under a deployment's own
+limits on cuda (correctness 120 s, timing 300 s) the phases can finish, and the timing phase, whose rounds adapt
+to the kernel's length within its budget, measures the call at what it costs: H200, full size, stop 28: a pass at
+0.001x, reward 0.013, a correct and very slow kernel paid as one. Either way nothing is held past a phase's limit."""
 import time
 
 import torch
