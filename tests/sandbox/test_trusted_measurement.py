@@ -349,3 +349,36 @@ def test_a_baseline_far_slower_than_the_fastest_is_timed_no_more_and_one_always_
     softmax = {"eager": Series("eager", raw_s=[7.3e-3] * 5), "compile": Series("compile", raw_s=[5.9e-3] * 5)}
     assert worth_timing(softmax, ["eager", "compile"], 1.5) == ["eager", "compile"]
     assert worth_timing(layernorm, ["eager"], 1.5) == ["eager"]
+
+
+def test_a_block_runs_its_calls_in_order_and_stops_at_the_first_that_fails():
+    """The executor's side of a block (one frame in, one out): each call on fresh tensors over its slot's bytes,
+    outputs copied into their lent places (the CPU), and nothing after a call that raised."""
+    import torch
+
+    from kbenv.sandbox.executor import Executor
+    from kbenv.sandbox.lent import Places, SlotLayout, view_of
+
+    seen = []
+
+    class Doubling(torch.nn.Module):
+        def forward(self, x):
+            seen.append(x.data_ptr())
+            if len(seen) == 3:
+                raise RuntimeError("third call fails")
+            return x * 2
+
+    layout = SlotLayout.build([torch.zeros(4, 8)], [(torch.float32, (4, 8))], 4)
+    raw = torch.zeros(layout.total_bytes, dtype=torch.uint8)
+    for k, slot in enumerate(layout.slots):
+        view_of(raw, slot.inputs[0]).fill_(k + 1)
+    ex = Executor(-1, -1, -1, None)
+    ex.device, ex.raw, ex.places, ex.model = torch.device("cpu"), raw, Places(raw), Doubling()
+    block = protocol.Block(tuple(protocol.Call(s.inputs, s.outputs) for s in layout.slots)).to_wire()
+    reply = ex.run_block(block)
+    dones = protocol.parse_dones(reply, [1] * 4)
+    assert [d.category for d in dones] == [None, None, "runtime"] and len(seen) == 3
+    assert seen == [raw.data_ptr() + s.inputs[0].offset for s in layout.slots[:3]]
+    for k in range(2):
+        assert torch.equal(view_of(raw, layout.slots[k].outputs[0]), torch.full((4, 8), 2.0 * (k + 1)))
+    assert torch.equal(view_of(raw, layout.slots[3].outputs[0]), torch.zeros(4, 8))  # never run
