@@ -28,7 +28,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import SlotLayout
 from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, median_ci, time_block,
+from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup, time_block,
                                   worth_timing)
 
 PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
@@ -458,24 +458,25 @@ class Evaluation:
                         for name in set(active) - set(worth_timing(series, list(active), plan.prune_ratio)):
                             del active[name]
                             pruned[name] = rounds
-                    if rounds >= plan.min_rounds and (self._ratio(cand, series)[1] <= plan.target_rel_ci
+                    if rounds >= plan.min_rounds and (speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci
                                                       or time.monotonic() > t_budget):
                         break
         finally:
             for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
                 sup.fence.release(lease.proc)
             self._tick("timing", t0)
-        best = min(series.values(), key=lambda s: s.median_ms)
-        ratio, rel_ci = self._ratio(cand, series)
+        sp = speedup(cand, series)
+        best = series[sp.best]
         floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, self.official[0], self.official[1])
-        res.baseline = {"best": best.name, "best_ms": best.median_ms, "paired": True,
-                        **{f"{s.name}_ms": s.median_ms for s in series.values()}}
-        res.timings = {"median_ms": cand.median_ms, "rounds": rounds, "calls_per_block": n,
+        res.baseline = {"best": best.name, "best_ms": best.median_ms, "best_typical_ms": 1e3 * best.typical[0],
+                        "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
+        res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
+                       "calls_per_block": n,
                        "fence_overhead_ms": round(1e3 * overhead, 4),
                        "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
                        "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
                                                 for s in series.values()},
-                       "speedup_rel_ci95": rel_ci, "floor_ms": floor_ms,
+                       "speedup_rel_ci95": sp.rel_ci95, "paired_rel_ci95": sp.paired_rel_ci95, "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
         res.facts["baselines_pruned"] = pruned  # timed no more after that many rounds: far slower than the best
@@ -483,7 +484,7 @@ class Evaluation:
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
         sup.baselines.record(st, dict(res.baseline))
-        return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": ratio}
+        return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": sp.ratio}
 
     def _baseline_block(self, name: str, lease: Lease) -> float:
         """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),
@@ -498,19 +499,6 @@ class Evaluation:
                 raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None
             raise BaselineError(f"the {self.problem.id} {name} baseline failed while timed: {f.reason}\n"
                                 f"{f.error or ''}") from None
-
-    @staticmethod
-    def _ratio(cand: Series, series: dict) -> tuple[float, float]:
-        best = min(series.values(), key=lambda s: s.median_ms)
-        # Rounds alternate the order of the sides (the candidate first, then last), and a side's time depends on
-        # what ran just before it (measured on the H200: the eager baseline of problem 23 at 6.7 or 7.3 ms by
-        # round parity). Each ratio is therefore taken over two consecutive rounds, one in each order.
-        b, c = best.per_call_s, cand.per_call_s
-        ratios = [(b[i] + b[i + 1]) / (c[i] + c[i + 1]) for i in range(0, min(len(b), len(c)) - 1, 2)
-                  if c[i] + c[i + 1] > 0] or [x / y for x, y in zip(b, c) if y > 0]  # (one round: its own)
-        if not ratios:
-            return float("nan"), float("inf")
-        return median_ci(ratios)
 
     def _recheck(self, seeds: list, rng: torch.Generator, r: int) -> list:
         """With the candidate held after its block: a secret quarter of the block's calls (at least one)

@@ -69,6 +69,72 @@ class Series:
     def median_ms(self) -> float:
         return 1e3 * statistics.median(self.per_call_s)
 
+    @property
+    def typical(self) -> tuple[float, float]:
+        """The side's per-call seconds as the speedup uses them, and the absolute ~95% half-width: see
+        :func:`typical_time`."""
+        return typical_time(self.per_call_s)
+
+
+def lower_quartile(values: list[float]) -> tuple[float, float]:
+    """The lower quartile of ``values`` (interpolated) and the absolute half-width of its distribution-free ~95%
+    confidence interval (the order statistics ``m/4 -+ 1.96 sqrt(3m/16)``); inf with fewer than 3 values."""
+    s = sorted(values)
+    m = len(s)
+    i = 0.25 * (m - 1)
+    lo = int(i)
+    q = s[lo] + (s[min(lo + 1, m - 1)] - s[lo]) * (i - lo)
+    if m < 3:
+        return q, math.inf
+    h = 1.96 * math.sqrt(m * 0.25 * 0.75)
+    return q, (s[min(m - 1, math.ceil(m * 0.25 + h))] - s[max(0, math.floor(m * 0.25 - h))]) / 2
+
+
+def typical_time(per_call: list[float]) -> tuple[float, float]:
+    """A side's typical per-call time: the mean, over the two orders a round can run its sides in (rounds
+    alternate them), of that order's lower quartile; and the absolute ~95% half-width of it.
+
+    Why a lower quartile: what disturbs a block adds time and never removes any (a CPU hiccup that lets the GPU
+    queue run dry, the driver, the fence's own jitter), so a side's block times are skewed to the right of its
+    undisturbed time, and by how much differs between processes and machines. Why per order: a side's time can
+    depend on what ran just before it (the H200's eager baseline of problem 23: 6.7 or 7.3 ms by round parity), and
+    weighing both orders equally cancels that whatever the number of rounds. On the H200's repeatability runs
+    (issue 11: five evaluations each of problems 23, 88, 40 and dlrm/2, in five calls over two stops) this figure's
+    ratio spread less between evaluations than the median of paired ratios in 11 of 14 problem-runs (dlrm/2, stop
+    28: CV 1.9% against 4.0%; 88: 1.1-2.6% against 2.2-4.6%), and its means agreed with the median's within their
+    noise. A block-level shortcut cannot buy a low quartile: every round re-checks a secret quarter of the
+    candidate's calls (``Evaluation._recheck``)."""
+    if len(per_call) < 2:
+        return (per_call[0], math.inf) if per_call else (math.nan, math.inf)
+    (a, ha), (b, hb) = lower_quartile(per_call[0::2]), lower_quartile(per_call[1::2])
+    return (a + b) / 2, math.hypot(ha, hb) / 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Speedup:
+    """The timing phase's answer: ``ratio`` = the fastest baseline's typical time over the candidate's
+    (:func:`typical_time`), ``rel_ci95`` its relative ~95% half-width (the two sides' combined), and
+    ``paired_rel_ci95`` the half-width of the median of paired ratios (two consecutive rounds each), which
+    decides when the rounds may stop (:attr:`TimingPlan.target_rel_ci`): it follows how steadily the two sides
+    compare under the same machine state, and it settles in a few rounds for long kernels."""
+
+    ratio: float
+    rel_ci95: float
+    paired_rel_ci95: float
+    best: str
+
+
+def speedup(cand: Series, series: dict) -> Speedup:
+    best = min(series.values(), key=lambda s: s.typical[0])
+    (vb, hb), (vc, hc) = best.typical, cand.typical
+    ratio = vb / vc if vc > 0 else math.nan
+    rel = math.hypot(hb / vb, hc / vc) if vb > 0 and vc > 0 else math.inf
+    b, c = best.per_call_s, cand.per_call_s
+    pairs = [(b[i] + b[i + 1]) / (c[i] + c[i + 1]) for i in range(0, min(len(b), len(c)) - 1, 2)
+             if c[i] + c[i + 1] > 0] or [x / y for x, y in zip(b, c) if y > 0]  # (one round: its own)
+    paired = median_ci(pairs)[1] if pairs else math.inf
+    return Speedup(ratio, rel, paired, best.name)
+
 
 def worth_timing(series: dict, active: list, ratio: float) -> list:
     """The baselines of ``active`` still worth timing: those whose median is within ``ratio`` of the fastest one's
