@@ -1,7 +1,7 @@
 """One evaluation of one candidate: its phases, top to bottom.
 
-compile -> correctness (the decoy beside it, where the memory plan has room) -> timing -> the decoy (where it
-could not run beside correctness) -> verdict. Each phase is a short method over this evaluation's own
+compile -> correctness (the decoy beside it, where the memory plan has room) -> timing (``timing_phase``) -> the
+decoy (where it could not run beside correctness) -> verdict. Each phase is a short method over this evaluation's own
 state; each has a wall-clock budget enforced from outside the executor (``Deadline``). Every deciding fact is
 observed here: outputs and inputs read from lent memory after the fence, the supervisor's clock, and the
 supervisor's own no-op rewrite of the source. The executor's replies only ever fail a candidate.
@@ -10,7 +10,6 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import os
 import threading
 import time
@@ -20,19 +19,15 @@ import torch
 from kbenv.problems import get_problem
 from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
-from kbenv.rewards.reward import speedup as speedup_of
 from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks
-from kbenv.sandbox import decoy, gpustate, protocol
-from kbenv.sandbox.baselines import BaselineError
+from kbenv.sandbox import decoy, protocol
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
-from kbenv.sandbox.lent import SlotLayout
-from kbenv.sandbox.references import MODEL_SEED, HarnessError, nbytes
+from kbenv.sandbox.lent import PATTERN_A, PATTERN_B, SlotLayout
+from kbenv.sandbox.references import MODEL_SEED, HarnessError
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup, time_block,
-                                  worth_timing)
+from kbenv.sandbox.timing import PhaseSplit
+from kbenv.sandbox.timing_phase import TimingPhase
 
-PATTERN_A, PATTERN_B = 0xFE, 0x7F  # poison of the lent output places: 0xFEFEFEFE is -1.7e38 in fp32
-N_SAMPLES = 4096
 
 
 def _either_failed(a: C.Check, b: C.Check) -> C.Check:
@@ -356,174 +351,8 @@ class Evaluation:
 
     # --------------------------------------------------------------------------------------------- timing
     def timing(self, res: EvalResult) -> dict:
-        t_phase = time.monotonic()
-        sup, st = self.sup, self.st
-        setup = PhaseSplit()  # where the time before the first block goes (a fact)
-        with setup("release_memory"):
-            sup.release_memory()
-        with setup("reap_executors"):
-            sup.pool.join(wait=self.device.type == "cuda")  # every disposed executor has exited (a decoy's beside
-        # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with timing)
-        with setup("reap_baselines"):
-            sup.baselines.join()  # and an earlier evaluation's baseline processes
-        paused = sup.pool.pause_spares()
-        try:
-            # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
-            with setup("hold_candidate"):
-                sup.fence.hold(self.lease.proc, 30.0)
-            with setup("baseline_leases"):
-                bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
-            res.facts["timing_setup_s"] = setup.seconds()
-            res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
-            self._tick("baseline_setup", t_phase)
-            # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
-            sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
-            shared = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
-                      else "shared: the CPU's times earn no credit")
-            with sup.cpus.timing(sides) if sup.cpus else contextlib.nullcontext(shared) as fact:
-                res.facts["cpus"] = fact
-                watch = getattr(sup, "gpu_state_facts", False)
-                roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),
-                         "spare": [pid for p in sup.pool.spares for pid in p.pids()]} if watch else {}
-                before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
-                out = self._timed_rounds(res, bases, paused)
-                if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)
-                    res.facts["gpu_state"] = {"start": before, "end": gpustate.snapshot(self.device.index or 0, roles)}
-                return out
-        finally:
-            sup.pool.resume_spares(paused)
-
-    def _timed_rounds(self, res: EvalResult, bases: dict, paused: list) -> dict:
-        sup, st = self.sup, self.st
-        t0 = time.monotonic()
-        plan: TimingPlan = sup.timing_plan
-        deadline = Deadline("timing", sup.limits["timing_s"])
-        n = len(self.layout.slots)
-        overhead = sup.baselines.overhead_s  # the least fence cost measured so far (trusted processes only)
-        cand = Series("candidate", calls=n, overhead_s=overhead)
-        series = {name: Series(name, calls=n, overhead_s=overhead) for name in bases}
-        replay: list = []
-        rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
-        t_budget = time.monotonic() + plan.budget_s
-        rounds = 0
-        split = PhaseSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
-        watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
-        clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
-        active = dict(bases)  # the baselines still timed (TimingPlan.prune_ratio)
-        pruned: dict = {}  # baseline -> the counted rounds it was timed for
-        try:
-            for r in range(plan.warmup_rounds + plan.max_rounds):
-                seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
-                regions = [self.lease] + list({id(l.region): l for l in active.values()}.values())
-                with split("inputs"):
-                    for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
-                        x = sup.refs.inputs(st, seed, "default")
-                        for lease in regions:
-                            lease.write_inputs(k, x)
-                        del x
-                    sup.release_memory()
-                sides = [("candidate", self.lease)] + list(active.items())
-                if r % 2:
-                    sides.reverse()
-                for name, lease in sides:
-                    with split("poison_flush"):
-                        for k in range(n):
-                            lease.poison_outputs(k, PATTERN_A)
-                        flush_l2(self.device)
-                    with split(name):
-                        if name == "candidate":
-                            sup.fence.release(self.lease.proc)
-                            per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
-                        else:
-                            per_call = self._baseline_block(name, lease)
-                    if watch:
-                        clocks.setdefault(name, []).append(gpustate.sm_clock(self.device.index or 0))
-                    if name == "candidate":
-                        with split("recheck"):
-                            replay += self._recheck(seeds, rng, r)
-                    if r >= plan.warmup_rounds:
-                        (cand if name == "candidate" else series[name]).raw_s.append(per_call)
-                if self.device.type == "cuda":  # the fence's cost again, under this round's machine state (one
-                    # fencing per round: the least over the rounds is what is removed, and three per round took
-                    # 0.6-1.4 s of an evaluation, H200)
-                    with split("fence_calibration"):
-                        probe = next(iter(bases.values()))
-                        overhead = min(overhead, fence_overhead(probe, sup.fence, repeats=1))
-                        sup.fence.hold(probe.proc, 10.0)  # held again, as every side is between its blocks
-                    for s in (cand, *series.values()):
-                        s.overhead_s = overhead
-                if r >= plan.warmup_rounds:
-                    rounds += 1
-                    if rounds >= plan.min_rounds and len(active) > 1:
-                        for name in set(active) - set(worth_timing(series, list(active), plan.prune_ratio)):
-                            del active[name]
-                            pruned[name] = rounds
-                    if rounds >= plan.min_rounds and (speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci
-                                                      or time.monotonic() > t_budget):
-                        break
-        finally:
-            for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
-                sup.fence.release(lease.proc)
-            self._tick("timing", t0)
-        sp = speedup(cand, series)
-        best = series[sp.best]
-        floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, self.official[0], self.official[1])
-        res.baseline = {"best": best.name, "best_ms": best.median_ms, "best_typical_ms": 1e3 * best.typical[0],
-                        "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
-        res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
-                       "calls_per_block": n,
-                       "fence_overhead_ms": round(1e3 * overhead, 4),
-                       "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
-                       "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
-                                                for s in series.values()},
-                       "speedup_rel_ci95": sp.rel_ci95, "paired_rel_ci95": sp.paired_rel_ci95, "floor_ms": floor_ms,
-                       "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
-        res.facts["spare_paused"] = len(paused)
-        res.facts["baselines_pruned"] = pruned  # timed no more after that many rounds: far slower than the best
-        res.facts["round_split_s"] = split.seconds()
-        if watch:
-            res.facts["sm_mhz_after_block"] = clocks
-        sup.baselines.record(st, dict(res.baseline))
-        return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": sp.ratio}
-
-    def _baseline_block(self, name: str, lease: Lease) -> float:
-        """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),
-        except running out of device memory, which is judged like any OOM of the trusted side while a candidate
-        is alive (the candidate's ``oom`` if killing it frees the memory)."""
-        self.sup.fence.release(lease.proc)  # held since its last block, as the candidate is: like measurements
-        try:
-            return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
-        except CandidateFault as f:
-            self.sup.fence.release(lease.proc)
-            if f.category == "oom":
-                raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None
-            raise BaselineError(f"the {self.problem.id} {name} baseline failed while timed: {f.reason}\n"
-                                f"{f.error or ''}") from None
-
-    def _recheck(self, seeds: list, rng: torch.Generator, r: int) -> list:
-        """With the candidate held after its block: a secret quarter of the block's calls (at least one)
-        re-checked against references for their inputs (drawn again from their seeds), and their inputs
-        compared whole with the supervisor's copy (mutation)."""
-        n = len(seeds)
-        picks = torch.randperm(n, generator=rng)[:max(1, n // 4)].tolist()
-        out = []
-        for k in picks:
-            inputs_k = self.sup.refs.inputs(self.st, seeds[k], "default")
-            refs = self.sup.refs.outputs(self.st, inputs_k)
-            got = self.lease.read_outputs(k)
-            for j, (ref, o) in enumerate(zip(refs, got)):
-                pos = torch.randint(0, max(ref.numel(), 1), (N_SAMPLES,), generator=rng).to(ref.device)
-                # the max in the output's own dtype (exact): a float64 copy of a 6 GiB output took 23's re-checks 1 s
-                ref_max = float(ref.abs().max()) if ref.numel() and ref.is_floating_point() else 1.0
-                out.append(C.check_sampled(ref.reshape(-1)[pos].cpu(), o.reshape(-1)[pos].cpu(), ref_max,
-                                           self.precision, f"timed_round{r}_call{k}_output{j}", "replay"))
-            same, detail = self.lease.inputs_unchanged(k, inputs_k)
-            if not same:
-                out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,
-                                   category="mutation"))
-            del refs, got, inputs_k
-        self.sup.release_memory()
-        return out
+        """The paired timing phase (``kbenv.sandbox.timing_phase``)."""
+        return TimingPhase(self).run(res)
 
 
 class DecoyRun:

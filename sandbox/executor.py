@@ -257,8 +257,9 @@ def main(argv=None) -> int:
                 torch.compile(lambda x: x * 2 + 1)(torch.ones(8, device=dev))
         wire.write_frame(fd_out, {"type": "ready", "pid_ns": os.readlink("/proc/self/ns/pid"), "uid": os.getuid()})
         Executor(fd_in, fd_out, memfd, sock).serve()
-    except (wire.ChannelClosed, wire.ChannelTimeout, OSError) as e:
-        import traceback; traceback.print_exc()
+    except (wire.ChannelClosed, wire.ChannelTimeout, OSError):
+        import traceback
+        traceback.print_exc()
         return 3
     return 0
 

@@ -24,6 +24,7 @@ from kbenv.sandbox.protocol import TensorSlot
 from kbenv.sandbox.wire import DTYPE_NAMES, DTYPES
 
 ALIGN = 256
+PATTERN_A, PATTERN_B = 0xFE, 0x7F  # the supervisor's poisons of output memory: 0xFEFEFEFE is -1.7e38 in fp32
 
 
 def _align(n: int) -> int:

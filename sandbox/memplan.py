@@ -38,7 +38,6 @@ evaluations against :attr:`MemoryPlan.total_bytes`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 from pathlib import Path

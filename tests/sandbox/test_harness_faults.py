@@ -92,7 +92,7 @@ def _proc_state(pid):
 def test_spare_executors_are_stopped_while_a_candidate_is_timed(cache_dir, monkeypatch):
     """Nothing of the next executors (imports, start-up) runs while a candidate is being timed; they are resumed
     afterwards and the next evaluation takes one of them (never the one that ran a candidate)."""
-    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox import timing_phase as E
     from kbenv.sandbox import process as P
     sup = Supervisor(device="cpu", cache_dir=cache_dir, spares=2, limits={"spawn_s": 30})
     seen = []
@@ -117,7 +117,7 @@ def test_spare_executors_are_stopped_while_a_candidate_is_timed(cache_dir, monke
 
 def test_a_baseline_that_fails_while_timed_is_a_harness_error_not_the_candidates(cache_dir, monkeypatch):
     """A trusted baseline executor dying mid-block is kbenv's fault: raised, never the candidate's crash."""
-    from kbenv.sandbox import evaluation as E
+    from kbenv.sandbox import timing_phase as E
     from kbenv.sandbox.baselines import BaselineError
     from kbenv.sandbox.executors import CandidateFault
     real = E.time_block
