@@ -200,19 +200,23 @@ def timing_checks(t: dict) -> list[C.Check]:
     """Checks on the timing phase, all over facts the supervisor observed itself.
 
     Keys of ``t``: ``median_ms`` (the candidate's median per-call time on the supervisor's clock, fenced),
-    ``floor_ms`` (the physical floor: minimum bytes / peak bandwidth, and FLOPs / peak rate at full size; None
-    when not applicable), ``replay_checks`` (trusted-side :class:`Check` objects on timed calls' outputs and
-    inputs, chosen after each block) and ``speedup`` (the paired ratio; it must be finite and positive).
+    ``typical_ms`` (the time its speedup is paid on, ``kbenv.sandbox.timing.typical_time``; the median where
+    absent), ``floor_ms`` (the physical floor: minimum bytes / peak bandwidth, and FLOPs / peak rate at full size;
+    None when not applicable), ``replay_checks`` (trusted-side :class:`Check` objects on timed calls' outputs and
+    inputs, chosen after each block) and ``speedup`` (the paired ratio; it must be finite and positive). Both
+    times must be above the floor: the lower of them is checked.
     """
     out = list(t.get("replay_checks", []))
     med, floor = t.get("median_ms"), t.get("floor_ms")
-    if med is None or not math.isfinite(med) or med <= 0:
+    typ = t.get("typical_ms", med)
+    if med is None or not math.isfinite(med) or med <= 0 or typ is None or not math.isfinite(typ) or typ <= 0:
         out.append(C.Check("positive_time", False, med, 0.0, "a non-positive or non-finite time",
                            category="impossible_speed"))
     elif floor is not None:
-        out.append(C.Check("above_physical_floor", med >= floor, med, floor,
-                           "median time against min bytes / peak bandwidth and FLOPs / peak rate (ms)",
-                           category="impossible_speed"))
+        low = min(med, typ)
+        out.append(C.Check("above_physical_floor", low >= floor, low, floor,
+                           "the lower of the median and typical times against min bytes / peak bandwidth and "
+                           "FLOPs / peak rate (ms)", category="impossible_speed"))
     sp = t.get("speedup")
     if "speedup" in t and (sp is None or not math.isfinite(sp) or sp <= 0):
         out.append(C.Check("finite_speedup", False, sp, None, "the paired speedup is not a finite positive number",

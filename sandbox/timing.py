@@ -8,9 +8,9 @@ back with no read, reply or wake-up between two calls (its own cost per call is 
 is timed by the GPU, not by the CPU's jitter. The clock starts before the block is sent and stops when the fence
 returns, so work the executor left queued or running after its reply is counted; the block's time over its
 calls is one per-call figure. Rounds alternate the order (ABBA) of the candidate's block
-and each baseline's block, so both see the same machine state; the speedup is the median over rounds of the
-paired ratio best-baseline / candidate, and rounds continue until its confidence interval is tight or the time
-budget is spent. The candidate's executor is held by the fence (stopped, and on cuda locked by the driver)
+and each baseline's block, so both see the same machine state; the speedup is the ratio of the best baseline's
+typical time to the candidate's (:func:`typical_time`), and rounds continue until the median of paired ratios
+has a tight confidence interval or the time budget is spent. The candidate's executor is held by the fence (stopped, and on cuda locked by the driver)
 from the end of each of its blocks to the start of its next one, so it cannot run while a baseline is timed.
 
 Nothing here is reported by the executor: the only facts are the supervisor's clock and the lent memory.
@@ -103,7 +103,7 @@ def typical_time(per_call: list[float]) -> tuple[float, float]:
     ratio spread less between evaluations than the median of paired ratios in 11 of 14 problem-runs (dlrm/2, stop
     28: CV 1.9% against 4.0%; 88: 1.1-2.6% against 2.2-4.6%), and its means agreed with the median's within their
     noise. A block-level shortcut cannot buy a low quartile: every round re-checks a secret quarter of the
-    candidate's calls (``Evaluation._recheck``)."""
+    candidate's calls (``TimingPhase._recheck``)."""
     if len(per_call) < 2:
         return (per_call[0], math.inf) if per_call else (math.nan, math.inf)
     (a, ha), (b, hb) = lower_quartile(per_call[0::2]), lower_quartile(per_call[1::2])

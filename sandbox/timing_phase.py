@@ -162,7 +162,8 @@ class TimingPhase:
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
         sup.baselines.record(st, dict(res.baseline))
-        return {"median_ms": cand.median_ms, "floor_ms": floor_ms, "replay_checks": replay, "speedup": sp.ratio}
+        return {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "floor_ms": floor_ms,
+                "replay_checks": replay, "speedup": sp.ratio}
 
     def _baseline_block(self, name: str, lease: Lease) -> float:
         """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),

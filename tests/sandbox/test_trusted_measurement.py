@@ -238,6 +238,13 @@ def test_time_below_the_floor_fails_at_every_size(supervisor):
         assert any(not c.passed and c.category == "impossible_speed" for c in checks)
         ok = timing_checks({"median_ms": floor * 2, "floor_ms": floor, "replay_checks": [], "speedup": 1.0})
         assert all(c.passed for c in ok)
+        # the time the speedup is paid on (the typical time, a lower quartile) must be possible too
+        low = timing_checks({"median_ms": floor * 2, "typical_ms": floor / 2, "floor_ms": floor,
+                             "replay_checks": [], "speedup": 9.0})
+        assert any(not c.passed and c.category == "impossible_speed" for c in low)
+        both = timing_checks({"median_ms": floor * 2, "typical_ms": floor * 1.5, "floor_ms": floor,
+                              "replay_checks": [], "speedup": 1.0})
+        assert all(c.passed for c in both)
 
 
 def test_the_fence_cost_removed_is_the_least_measured_and_at_most_half_a_block():
