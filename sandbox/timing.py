@@ -137,10 +137,12 @@ def speedup(cand: Series, series: dict) -> Speedup:
 
 
 def worth_timing(series: dict, active: list, ratio: float) -> list:
-    """The baselines of ``active`` still worth timing: those whose median is within ``ratio`` of the fastest one's
-    (:attr:`TimingPlan.prune_ratio`). One baseline always stays."""
-    fastest = min(series[name].median_ms for name in active)
-    return [name for name in active if series[name].median_ms <= ratio * fastest]
+    """The baselines of ``active`` still worth timing: those whose typical time (the figure :func:`speedup` picks the
+    fastest baseline by) is within ``ratio`` of the fastest one's (:attr:`TimingPlan.prune_ratio`). One baseline
+    always stays."""
+    typical = {name: series[name].typical[0] for name in active}
+    fastest = min(typical.values())
+    return [name for name in active if typical[name] <= ratio * fastest]
 
 
 class PhaseSplit:
