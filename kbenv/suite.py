@@ -92,6 +92,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
                    "ok": r.verdict == "pass", "reason": r.reason[:160]}
         row["seconds"] = round(r.phase_seconds.get("total", 0.0), 2)
         row["size"] = reqs[i].size
+        if r.timings.get("speedup_rel_ci95") is not None:  # a row is read against its honest twin's noise
+            row["speedup_rel_ci95"] = r.timings["speedup_rel_ci95"]
         if not row["ok"]:
             row["error"] = (r.error or "")[-1500:]  # the evidence for a mismatch, kept with the row
         rows[i] = row
@@ -108,7 +110,9 @@ def format_row(row: dict) -> str:
     got = row["category"] or row["verdict"]
     exp = "|".join(row["expected"])
     sp = f"x{row['speedup']:.3f}" if row.get("speedup") else "-"
-    line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g} {sp:>7s} {row.get('size', ''):6s} "
+    ci = f"±{100 * row['speedup_rel_ci95']:.1f}%" if row.get("speedup_rel_ci95") is not None else ""
+    line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g} {sp:>7s} {ci:>6s} "
+            f"{row.get('size', ''):6s} {row.get('seconds', 0):5.1f}s "
             f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")
     if not row["ok"] and row.get("error"):
         line += "\n    " + row["error"][-400:].replace("\n", "\n    ")

@@ -102,7 +102,7 @@ def test_run_suite_shards_split_the_suite_into_disjoint_even_parts():
         def map(self, reqs):
             self.sent = [r.problem for r in reqs]
             for i, _ in enumerate(reqs):
-                yield i, NS(verdict="fail", category="crash", reward=0.0, speedup=None, reason="", error="",
+                yield i, NS(verdict="fail", category="crash", reward=0.0, speedup=None, reason="", error="", timings={},
                             phase_seconds={})
 
     whole = S.run_suite(Recording(), SIZE)["rows"]
@@ -111,3 +111,15 @@ def test_run_suite_shards_split_the_suite_into_disjoint_even_parts():
     assert sorted(names) == sorted(r["candidate"] for r in whole) and len(set(names)) == len(names)
     assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
     assert any(n.endswith(":correct") for n in [r["candidate"] for r in parts[0]] + [r["candidate"] for r in parts[2]])
+
+
+def test_a_row_prints_its_speedup_with_the_speedups_ci_and_its_seconds():
+    """A known-bad row is read against its honest twin's noise: the line names the speedup's 95% half-width."""
+    from kbenv import suite as S
+    row = {"candidate": "kernelbench/level1/19:look_ahead", "expected": ["pass"], "verdict": "pass", "category": None,
+           "reward": 1.001, "speedup": 1.015, "speedup_rel_ci95": 0.012, "ok": True, "reason": "", "size": "full",
+           "seconds": 9.54}
+    line = S.format_row(row)
+    assert "x1.015" in line and "±1.2%" in line and "9.5s" in line and line.endswith("ok")
+    del row["speedup_rel_ci95"]  # the CPU, or a candidate that was not timed: no interval to name
+    assert "±" not in S.format_row(row)
