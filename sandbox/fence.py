@@ -63,11 +63,28 @@ class StopFence:
         self.hold(p, timeout_s)
 
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
+        """Every process of the executor stopped, scanned again until a scan finds none running: a stopped
+        process cannot fork, so once a whole scan finds every process stopped none can appear while it is held.
+        A fixed number of scans is not enough: a process that forks a child and exits, over and over, is never
+        where the last scan saw it, and its child would run while the baselines are timed. One that outruns the
+        scans until the deadline is the candidate's ``timeout``."""
         if id(p) in self._held:
             return
-        pids = p.pause()
-        self._held[id(p)] = pids
-        _wait_stopped(pids, time.monotonic() + timeout_s)
+        deadline = time.monotonic() + timeout_s
+        held: set[int] = set()
+        while True:
+            held.update(p.pause())
+            self._held[id(p)] = sorted(held)
+            _wait_stopped(sorted(held), deadline)
+            # every process a scan finds now must be one stopped above: one that is not (a zombie too: it ran
+            # after the stop's last scan, and may have forked a child after this scan's listing before it exited)
+            # appeared after that scan, and is stopped in the next turn
+            late = [q for q in p.pids() if q not in held]
+            if not late:
+                return
+            if time.monotonic() > deadline:
+                raise FenceTimeout(f"the executor's processes kept escaping the fence (forking faster than they "
+                                   f"could be stopped): {len(late)} not stopped")
 
     def release(self, p: ExecutorProcess) -> None:
         ExecutorProcess.resume(self._held.pop(id(p), []))
@@ -187,6 +204,14 @@ class ProcessLockFence(StopFence):
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
         self._lock_all(p, self._cuda_pids(p), timeout_s)
         super().hold(p, timeout_s)
+        # a process the stop's later scans found (it appeared after the lock) may have GPU work queued, which a
+        # stop does not end: lock it too (a lock on a stopped process can hang until the watchdog's kill, which
+        # only a candidate whose processes escaped the first scan can meet)
+        known = self._known.setdefault(p, {})
+        late = [q for q in self._held.get(id(p), []) if q not in known]
+        for q in late:
+            known[q] = self._has_cuda(q)
+        self._lock_all(p, [q for q in late if known[q]], timeout_s)
 
     def _lock_all(self, p: ExecutorProcess, pids: list[int], timeout_s: float) -> None:
         """Lock every given CUDA process of the executor not yet locked, each under a deadline enforced from

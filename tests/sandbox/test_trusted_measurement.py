@@ -406,3 +406,41 @@ def test_a_block_runs_its_calls_in_order_and_stops_at_the_first_that_fails():
     for k in range(2):
         assert torch.equal(view_of(raw, layout.slots[k].outputs[0]), torch.full((4, 8), 2.0 * (k + 1)))
     assert torch.equal(view_of(raw, layout.slots[3].outputs[0]), torch.zeros(4, 8))  # never run
+
+
+def test_the_fence_stops_a_process_forked_after_its_last_scan():
+    """Class: a process of the candidate left running while the candidate is held, i.e. while the baselines are
+    timed (it would steal their cores, or queue GPU work). A process that forks a child and exits, over and
+    over, is never where the stop's last scan saw it (red-team: 5-14 escaped each fence of a fixed three scans);
+    the fence scans again until a scan finds only processes it stopped. Here the child is forked, for certain,
+    right after the stop's scans. Known-bad twin: ``19:fence_walkers``."""
+    import signal
+    import subprocess
+
+    from kbenv.sandbox.fence import StopFence
+    from kbenv.sandbox.process import proc_state
+
+    procs = [subprocess.Popen(["sleep", "60"])]
+
+    class Walking(ExecutorProcess):
+        def __init__(self):  # the executor's own stop and scans, over these processes
+            self.proc, self.pid_ns, self.forks = procs[0], None, 1
+
+        def _tree(self):
+            return [q.pid for q in procs if q.poll() is None]
+
+        def pause(self):
+            stopped = super().pause()
+            if self.forks:  # a child forked between the stop's last scan and its signal
+                self.forks -= 1
+                procs.append(subprocess.Popen(["sleep", "60"]))
+            return stopped
+
+    fence = StopFence()
+    try:
+        fence.hold(Walking(), 5.0)
+        assert len(procs) == 2 and all(proc_state(q.pid) in "Tt" for q in procs), [proc_state(q.pid) for q in procs]
+    finally:
+        for q in procs:
+            q.send_signal(signal.SIGKILL)
+            q.wait()
