@@ -18,7 +18,9 @@ from __future__ import annotations
 import ast
 import re
 
-_GLOBAL = re.compile(r"__global__\s+(?:void|[\w:<>]+)\s+\w+\s*\([^)]*\)\s*\{")
+# a signature's parameter list stops at the first ``)`` and never spans a ``;``, ``{`` or ``}`` or more than 4096
+# characters: an unclosed ``(`` cannot make each match attempt scan the rest of the text (quadratic in the source)
+_GLOBAL = re.compile(r"__global__\s+(?:void|[\w:<>]+)\s+\w+\s*\([^);{}]{0,4096}\)\s*\{")
 
 
 def _is_kernel_decorator(d: ast.expr) -> bool:
@@ -86,14 +88,25 @@ class _NoOp(ast.NodeTransformer):
         return node
 
 
+class Unrewritable(Exception):
+    """Valid Python that the rewrite cannot process (nested deeper than the parser's or the transformer's
+    recursion allows): the decoy check cannot be made, which is the candidate's failure (``decoy``), never a
+    fault of the harness."""
+
+
 def noop_kernels(source: str) -> tuple[str | None, int]:
     """The source with every custom kernel's body emptied, and how many kernels were found (None, 0 when the
-    source does not parse: the compile phase reports that)."""
+    source does not parse: the compile phase reports that). Raises :class:`Unrewritable`."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None, 0
+    except (RecursionError, MemoryError, ValueError) as e:
+        raise Unrewritable(f"the source is nested too deeply to parse ({type(e).__name__})") from e
     t = _NoOp()
-    tree = t.visit(tree)
-    ast.fix_missing_locations(tree)
-    return ast.unparse(tree), t.kernels
+    try:
+        tree = t.visit(tree)
+        ast.fix_missing_locations(tree)
+        return ast.unparse(tree), t.kernels
+    except (RecursionError, MemoryError, ValueError) as e:
+        raise Unrewritable(f"the source is nested too deeply to rewrite ({type(e).__name__})") from e

@@ -284,7 +284,10 @@ class Supervisor:
         from kbenv.sandbox import decoy
         todo = set()
         for src in sources:
-            noop, kernels = decoy.noop_kernels(src)
+            try:
+                noop, kernels = decoy.noop_kernels(src)
+            except decoy.Unrewritable:  # its decoy phase fails it; its own build may still be made ahead
+                noop, kernels = None, 0
             todo |= {s for s in (src, noop if kernels else None) if s}
         return sum(self.builds.submit(s) for s in todo)
 

@@ -185,6 +185,25 @@ def test_noop_rewrite_empties_triton_and_cuda_kernel_bodies():
         "import torch\nclass ModelNew: pass\n")[0], 0)
 
 
+def test_a_source_too_deep_for_the_rewrite_is_the_candidates_decoy_failure_never_a_harness_fault():
+    """Class: a source the trusted side's tooling cannot process (valid Python, nested deeper than the rewrite's
+    recursion): ``Unrewritable``, which the decoy phase turns into a ``decoy`` failure (known-bad
+    ``19:deep_nesting`` through the whole path); and the CUDA scan cannot be made quadratic by unclosed
+    signatures (red-team: 144 KB took 3.2 s)."""
+    deep = "def f(x):\n    return " + "*".join(["x"] + ["1.0"] * 900) + "\n"
+    compile(deep, "candidate.py", "exec")  # CPython itself accepts it
+    with pytest.raises(decoy.Unrewritable):
+        decoy.noop_kernels(deep)
+    from kbenv.rewards.verdict import decoy_checks
+    (check,) = decoy_checks({"custom_kernels": 0, "noop_correct": None, "rewrite_failure": "nested too deeply"})
+    assert not check.passed and check.category == "decoy" and "could not rewrite" in check.detail
+    # an unclosed parameter list never spans a brace or more than 4096 characters; real kernels still match
+    assert decoy._noop_cuda("__global__ void k(int n" + " int" * 2000 + "{ y = 1; }")[1] == 0
+    text = "__global__ void f(" * 20_000 + '__global__ void g(float* y, int n) { y[0] = 1; }'
+    out, n = decoy._noop_cuda(text)
+    assert n == 1 and out.endswith("__global__ void g(float* y, int n) {}")
+
+
 def test_a_candidate_without_any_kernel_is_a_decoy(supervisor):
     src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
