@@ -298,9 +298,67 @@ def check_deterministic(out_a: torch.Tensor, out_b: torch.Tensor, ref: torch.Ten
                  "||run1 - run2||_F / ||y||_F on the same input", category="nondeterministic")
 
 
+CONSISTENCY_FACTOR = 4.0  # a timed output's error may exceed its trials' own by this factor (a 100th of the tolerance at least)
+
+
+def timed_figures(ref: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
+    """``(rel_frobenius, max_rel)`` of a whole output, as :func:`error_figures` measures them but in fewer passes
+    (a timed call's re-check runs in every round): a difference per chunk, two dot products, two min-max. A
+    non-finite difference makes both figures NaN, which fails every bound."""
+    acc = torch.zeros(4, dtype=torch.float64, device=ref.device)  # sum d^2, sum y^2, max|d|, max|y|
+    wd = torch.promote_types(_work_dtype(ref), _work_dtype(out))
+    for r, o in zip(_flat_chunks(ref), _flat_chunks(out)):
+        r = r.to(wd)
+        d = o.to(wd) - r
+        acc[0] += torch.dot(d, d).double()
+        acc[1] += torch.dot(r, r).double()
+        if d.numel():
+            lo, hi = torch.aminmax(d)
+            acc[2] = torch.maximum(acc[2], torch.maximum(-lo, hi).double())
+            lo, hi = torch.aminmax(r)
+            acc[3] = torch.maximum(acc[3], torch.maximum(-lo, hi).double())
+    sq_err, sq_ref, max_err, max_ref = acc.tolist()
+    if not all(math.isfinite(v) for v in (sq_err, sq_ref, max_err, max_ref)):
+        return math.nan, math.nan
+    rel_f = math.sqrt(sq_err / sq_ref) if sq_ref > 0 else (0.0 if sq_err == 0 else math.inf)
+    max_rel = max_err / max_ref if max_ref > 0 else (0.0 if max_err == 0 else math.inf)
+    return rel_f, max_rel
+
+
+def check_timed_output(ref: torch.Tensor, out: torch.Tensor, precision: str, name: str,
+                       trial_rel_frobenius: float | None, override=None) -> list[Check]:
+    """A timed call's whole output, judged as its correctness trials are, and against them.
+
+    The max error over max|y| and the relative Frobenius error within the tolerance (a stale, wrong or coarse
+    output: ``replay``); then, when both pass and the trials measured one, the relative Frobenius error within
+    ``CONSISTENCY_FACTOR`` times the candidate's own error in its default-domain trials, or a 100th of the
+    tolerance (``timing_tamper``): a candidate that computes less accurately only when timed (it can tell its
+    trials by their place, an evaluation's first blocks) must not be paid for the cheaper arithmetic. Integer
+    outputs are compared exactly. Whole outputs, not samples: an honest kernel's error concentrated in a few
+    elements would make a sample's estimate swing far past the factor whenever it caught one."""
+    tol = tolerances(precision, override)
+    if not ref.is_floating_point():
+        bad = int((ref != out).sum())
+        return [Check(f"{name}_exact", bad == 0, float(bad), 0.0, f"{bad} of {ref.numel()} integer elements differ",
+                      category="replay")]
+    rel_f, max_rel = timed_figures(ref, out)
+    out_checks = [
+        Check(f"{name}_max_rel", max_rel < tol["max_rel"], max_rel, tol["max_rel"], "max|y'-y| / max|y| of a timed "
+              "call's whole output", category="replay"),
+        Check(f"{name}_rel_frobenius", rel_f < tol["rel_frobenius"], rel_f, tol["rel_frobenius"],
+              "||y'-y||_F / ||y||_F of a timed call's whole output", category="replay"),
+    ]
+    if all(c.passed for c in out_checks) and trial_rel_frobenius is not None:
+        bound = max(CONSISTENCY_FACTOR * trial_rel_frobenius, tol["rel_frobenius"] / 100)
+        out_checks.append(Check(f"{name}_as_accurate_as_trials", rel_f <= bound, rel_f, bound,
+                                f"||y'-y||_F / ||y||_F of a timed call against {CONSISTENCY_FACTOR:g}x its "
+                                f"default-domain trials' ({trial_rel_frobenius:.3g})", category="timing_tamper"))
+    return out_checks
+
+
 def check_sampled(ref_values: torch.Tensor, got_values: torch.Tensor, ref_max_abs: float, precision: str,
                   name: str, category: str, override=None) -> Check:
-    """Compare values sampled at secret positions (timed outputs, inputs after the call)."""
+    """Compare values sampled at secret positions (inputs after the call)."""
     tol = tolerances(precision, override)
     if got_values.shape != ref_values.shape:
         return Check(name, False, None, None, "sample has the wrong size", category=category)

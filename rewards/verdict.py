@@ -118,6 +118,21 @@ def judge(trials: list[Trial], precision: str, invariants=(), tolerance=None, ti
     return judge_checks(per_trial, timing=timing, decoy=decoy)
 
 
+def trial_errors(per_trial: list[tuple[str, list]], domain: str = "default") -> dict[int, float]:
+    """Per output index: the largest relative Frobenius error the correctness trials of ``domain`` measured
+    (the ``rel_frobenius[i]`` checks of :func:`kbenv.rewards.checks.check_error`); an output judged exactly
+    (integers) has none. The timing phase holds timed outputs to these (``check_timed_output``)."""
+    out: dict[int, float] = {}
+    for dom, checks in per_trial:
+        if dom != domain:
+            continue
+        for c in checks:
+            if c.name.startswith("rel_frobenius[") and c.name.endswith("]") and c.value is not None:
+                i = int(c.name[len("rel_frobenius["):-1])
+                out[i] = max(out.get(i, 0.0), float(c.value))
+    return out
+
+
 def judge_checks(per_trial: list[tuple[str, list]], timing: dict | None = None,
                  decoy: dict | None = None) -> Verdict:
     """:func:`judge` over correctness checks already computed per trial (``(domain, checks)`` pairs), so a

@@ -20,7 +20,7 @@ import torch
 from kbenv.problems import get_problem
 from kbenv.rewards import checks as C
 from kbenv.rewards.amdahl import share_for
-from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks
+from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks, trial_errors
 from kbenv.sandbox import decoy, protocol
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A, PATTERN_B, SlotLayout
@@ -67,6 +67,7 @@ class Evaluation:
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
+        self.trial_errors: dict[int, float] = {}  # per output: the default-domain trials' relative error
         self._ticks = threading.Lock()
 
     def _tick(self, name: str, t0: float) -> None:
@@ -138,6 +139,7 @@ class Evaluation:
         beside = DecoyRun(self)  # the decoy's own executor runs beside correctness (nothing in them is timed)
         try:
             per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
+            self.trial_errors = trial_errors(per_trial)  # what timed outputs are held to (timing_phase._recheck)
             verdict = judge_checks(per_trial)
             res.correct = verdict.correct
             if not verdict.passed:

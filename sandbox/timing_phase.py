@@ -23,8 +23,6 @@ from kbenv.sandbox.result import EvalResult
 from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup, time_block,
                                   worth_timing)
 
-N_SAMPLES = 4096  # output positions compared per re-checked call
-
 
 class TimingPhase:
     def __init__(self, ev):
@@ -181,7 +179,8 @@ class TimingPhase:
 
     def _recheck(self, seeds: list, rng: torch.Generator, r: int) -> list:
         """With the candidate held after its block: a secret quarter of the block's calls (at least one)
-        re-checked against references for their inputs (drawn again from their seeds), and their inputs
+        re-checked against references for their inputs (drawn again from their seeds), their whole outputs
+        judged as the trials' are and against the trials' own error (``check_timed_output``), and their inputs
         compared whole with the supervisor's copy (mutation)."""
         n = len(seeds)
         picks = torch.randperm(n, generator=rng)[:max(1, n // 4)].tolist()
@@ -191,11 +190,10 @@ class TimingPhase:
             refs = self.sup.refs.outputs(self.st, inputs_k)
             got = self.lease.read_outputs(k)
             for j, (ref, o) in enumerate(zip(refs, got)):
-                pos = torch.randint(0, max(ref.numel(), 1), (N_SAMPLES,), generator=rng).to(ref.device)
-                # the max in the output's own dtype (exact): a float64 copy of a 6 GiB output took 23's re-checks 1 s
-                ref_max = float(ref.abs().max()) if ref.numel() and ref.is_floating_point() else 1.0
-                out.append(C.check_sampled(ref.reshape(-1)[pos].cpu(), o.reshape(-1)[pos].cpu(), ref_max,
-                                           self.precision, f"timed_round{r}_call{k}_output{j}", "replay"))
+                # the whole output, judged as the trials are and against the trials' own error (chunk by chunk: a
+                # float64 copy of a 6 GiB output took 23's re-checks 1 s)
+                out += C.check_timed_output(ref, o, self.precision, f"timed_round{r}_call{k}_output{j}",
+                                            self.ev.trial_errors.get(j), self.problem.tolerance)
             same, detail = self.lease.inputs_unchanged(k, inputs_k)
             if not same:
                 out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,

@@ -268,3 +268,42 @@ def test_a_no_op_run_with_no_output_to_judge_is_a_decoy():
         assert failure in bad[0].detail
     # an honest kernel's no-op run returns an output its kernels did not write, judged wrong: not a decoy
     assert all(c.passed for c in decoy_checks({"custom_kernels": 1, "noop_correct": False}))
+
+
+def test_a_timed_output_is_held_to_its_trials_tolerance_and_to_the_candidates_own_trial_error():
+    """Class: less accurate arithmetic only in timed calls (the trials are an evaluation's first blocks). An
+    honest output passes; coarse values within the tolerance fail as ``timing_tamper`` against the trials' own
+    error; values past the tolerance, or another call's, are ``replay``; integer outputs are compared exactly."""
+    g = torch.Generator().manual_seed(0)
+    ref = torch.rand(1 << 16, generator=g) + 0.5
+    honest = ref * (1 + 1e-7 * torch.randn(ref.shape, generator=g))
+    trial_err = float((honest - ref).norm() / ref.norm())
+    rf, mr = C.timed_figures(ref, honest)
+    f = C.error_figures(ref, honest)
+    assert rf == pytest.approx(f["rel_frobenius"], rel=1e-6) and mr == pytest.approx(f["max_rel"], rel=1e-6)
+
+    def judge(out, trial=trial_err):
+        return C.check_timed_output(ref, out, "fp32", "t", trial)
+
+    assert all(c.passed for c in judge(honest))
+    assert all(c.passed for c in judge(honest, None))  # no trial figure: the tolerance only
+    coarse = ref * (1 + 3e-5 * torch.randn(ref.shape, generator=g))  # within the 1e-4 tolerance
+    assert [c.category for c in judge(coarse) if not c.passed] == ["timing_tamper"]
+    bf16ish = ref * (1 + 4e-4 * torch.randn(ref.shape, generator=g))  # past it: a wrong output
+    assert "replay" in [c.category for c in judge(bf16ish) if not c.passed]
+    assert "replay" in [c.category for c in judge(ref.flip(0)) if not c.passed]  # another call's output
+    nan = honest.clone()
+    nan[7] = math.nan
+    assert "replay" in [c.category for c in judge(nan) if not c.passed]
+    ints = torch.arange(100)
+    assert all(c.passed for c in C.check_timed_output(ints, ints.clone(), "fp32", "t", None))
+    assert not C.check_timed_output(ints, ints.flip(0), "fp32", "t", None)[0].passed
+
+
+def test_trial_errors_are_the_default_domain_trials_largest_relative_error_per_output():
+    from kbenv.rewards.verdict import trial_errors
+    per_trial = [("default", [C.Check("rel_frobenius[0]", True, 2e-7), C.Check("rel_frobenius[1]", True, 1e-6),
+                              C.Check("max_rel[0]", True, 5e-6)]),
+                 ("default", [C.Check("rel_frobenius[0]", True, 3e-7), C.Check("exact[1]", True, 0.0)]),
+                 ("normal", [C.Check("rel_frobenius[0]", True, 9e-5)])]
+    assert trial_errors(per_trial) == {0: 3e-7, 1: 1e-6}
