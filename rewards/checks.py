@@ -303,8 +303,9 @@ CONSISTENCY_FACTOR = 4.0  # a timed output's error may exceed its trials' own by
 
 def timed_figures(ref: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
     """``(rel_frobenius, max_rel)`` of a whole output, as :func:`error_figures` measures them but in fewer passes
-    (a timed call's re-check runs in every round): a difference per chunk, two dot products, two min-max. A
-    non-finite difference makes both figures NaN, which fails every bound."""
+    (a timed call's re-check runs in every round): a difference per chunk, two dot products, two min-max. Where
+    a value is not finite, :func:`error_figures` over the finite positions, and NaN (which fails every bound)
+    unless the non-finite positions are the reference's own, as the trials' ``check_finite`` allows."""
     acc = torch.zeros(4, dtype=torch.float64, device=ref.device)  # sum d^2, sum y^2, max|d|, max|y|
     wd = torch.promote_types(_work_dtype(ref), _work_dtype(out))
     for r, o in zip(_flat_chunks(ref), _flat_chunks(out)):
@@ -319,7 +320,10 @@ def timed_figures(ref: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
             acc[3] = torch.maximum(acc[3], torch.maximum(-lo, hi).double())
     sq_err, sq_ref, max_err, max_ref = acc.tolist()
     if not all(math.isfinite(v) for v in (sq_err, sq_ref, max_err, max_ref)):
-        return math.nan, math.nan
+        if not check_finite(ref, out, 0).passed:
+            return math.nan, math.nan
+        f = error_figures(ref, out)
+        return f["rel_frobenius"], f["max_rel"]
     rel_f = math.sqrt(sq_err / sq_ref) if sq_ref > 0 else (0.0 if sq_err == 0 else math.inf)
     max_rel = max_err / max_ref if max_ref > 0 else (0.0 if max_err == 0 else math.inf)
     return rel_f, max_rel

@@ -295,6 +295,9 @@ def test_a_timed_output_is_held_to_its_trials_tolerance_and_to_the_candidates_ow
     nan = honest.clone()
     nan[7] = math.nan
     assert "replay" in [c.category for c in judge(nan) if not c.passed]
+    ref_inf, out_inf = ref.clone(), honest.clone()  # non-finite where the reference is (as the trials allow)
+    ref_inf[3] = out_inf[3] = -math.inf
+    assert all(c.passed for c in C.check_timed_output(ref_inf, out_inf, "fp32", "t", trial_err))
     ints = torch.arange(100)
     assert all(c.passed for c in C.check_timed_output(ints, ints.clone(), "fp32", "t", None))
     assert not C.check_timed_output(ints, ints.flip(0), "fp32", "t", None)[0].passed
