@@ -189,19 +189,13 @@ def decoy_checks(decoy: dict) -> list[C.Check]:
     functions and ``__global__`` CUDA functions), ``noop_correct`` (whether the output of the source with every
     such kernel's writes removed, run in a fresh executor, still passed the correctness checks; None when there
     was nothing to rewrite, or no output to judge) and ``noop_failure`` (the category, when the no-op run
-    returned no output: it raised, crashed, hung, ran out of memory or claimed a wrong shape or type), or
-    ``rewrite_failure`` (why the rewrite could not be made: a source nested too deeply for it).
+    returned no output: it raised, crashed, hung, ran out of memory or claimed a wrong shape or type).
 
     Only a judged output is evidence that the kernels produce it. A no-op run that returns none shows only that
     the candidate's host code noticed its kernels did nothing, which a candidate whose output is torch's can do
     on purpose (a kernel that writes a sentinel, checked before returning): that is a ``decoy`` too. An honest
     kernel's no-op run returns the output its kernels did not write, which fails the checks.
     """
-    if decoy.get("rewrite_failure"):
-        return [C.Check("supervisor_rewrite", False, None, None,
-                        f"the supervisor could not rewrite the candidate's source to make its kernels no-ops "
-                        f"({decoy['rewrite_failure']}), so that they produce the output is not observed",
-                        category="decoy")]
     n = int(decoy.get("custom_kernels", 0) or 0)
     out = [C.Check("custom_kernels_defined", n > 0, float(n), 1.0,
                    "Triton/CUDA kernels the supervisor found in the candidate's source", category="decoy")]

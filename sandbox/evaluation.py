@@ -10,7 +10,6 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import os
 import threading
 import time
@@ -125,11 +124,14 @@ class Evaluation:
         return res
 
     def run_phases(self, res: EvalResult) -> None:
-        if self.sup.builds is not None:  # the decoy's no-op rewrite builds while the candidate compiles and runs
-            with contextlib.suppress(decoy.Unrewritable):  # the decoy phase fails it
-                noop, kernels = decoy.noop_kernels(self.req.candidate)
-                if noop and kernels:
-                    self.sup.builds.submit(noop)
+        try:  # the decoy's no-op rewrite first: a source it cannot make is not judged further
+            noop, kernels = decoy.noop_kernels(self.req.candidate)
+        except decoy.Unrewritable as e:
+            raise CandidateFault("decoy", f"the supervisor could not rewrite the candidate's source to make its "
+                                          f"kernels no-ops ({e}), so that they produce the output cannot be "
+                                          f"observed") from None
+        if self.sup.builds is not None and noop and kernels:  # it builds while the candidate compiles and runs
+            self.sup.builds.submit(noop)
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
         res.facts["prebuilt"] = self.prebuilt
         if self.req.measure_time:  # cuda: this evaluation's baselines build and warm up beside correctness and decoy
@@ -310,11 +312,7 @@ class Evaluation:
         """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs
         (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
         t0 = time.monotonic()
-        try:
-            source, kernels = decoy.noop_kernels(self.req.candidate)
-        except decoy.Unrewritable as e:
-            return {"custom_kernels": 0, "noop_correct": None, "rewrite_failure": str(e),
-                    "seconds": round(time.monotonic() - t0, 4)}
+        source, kernels = decoy.noop_kernels(self.req.candidate)  # made once already (run_phases): it can be made
         out = {"custom_kernels": kernels, "noop_correct": None}
         split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:

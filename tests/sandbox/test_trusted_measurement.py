@@ -185,7 +185,7 @@ def test_noop_rewrite_empties_triton_and_cuda_kernel_bodies():
         "import torch\nclass ModelNew: pass\n")[0], 0)
 
 
-def test_a_source_too_deep_for_the_rewrite_is_the_candidates_decoy_failure_never_a_harness_fault():
+def test_a_source_too_deep_for_the_rewrite_is_the_candidates_decoy_failure_never_a_harness_fault(supervisor):
     """Class: a source the trusted side's tooling cannot process (valid Python, nested deeper than the rewrite's
     recursion): ``Unrewritable``, which the decoy phase turns into a ``decoy`` failure (known-bad
     ``19:deep_nesting`` through the whole path); and the CUDA scan cannot be made quadratic by unclosed
@@ -194,9 +194,9 @@ def test_a_source_too_deep_for_the_rewrite_is_the_candidates_decoy_failure_never
     compile(deep, "candidate.py", "exec")  # CPython itself accepts it
     with pytest.raises(decoy.Unrewritable):
         decoy.noop_kernels(deep)
-    from kbenv.rewards.verdict import decoy_checks
-    (check,) = decoy_checks({"custom_kernels": 0, "noop_correct": None, "rewrite_failure": "nested too deeply"})
-    assert not check.passed and check.category == "decoy" and "could not rewrite" in check.detail
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD + "\n\n" + deep, measure_time=False))
+    assert r.verdict == "fail" and r.category == "decoy" and "could not rewrite" in r.reason, (r.category, r.reason)
+    assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False)).verdict == "pass"
     # an unclosed parameter list never spans a brace or more than 4096 characters; real kernels still match
     assert decoy._noop_cuda("__global__ void k(int n" + " int" * 2000 + "{ y = 1; }")[1] == 0
     text = "__global__ void f(" * 20_000 + '__global__ void g(float* y, int n) { y[0] = 1; }'

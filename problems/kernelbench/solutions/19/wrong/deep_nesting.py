@@ -5,8 +5,9 @@ The kernel is the honest ReLU, and the source is valid Python that CPython compi
 evaluated, 900 factors deep. The supervisor's own decoy rewrite (``sandbox/decoy.py``: ``ast.parse``, an
 ``ast.NodeTransformer``, ``ast.unparse``) recurses once per level, and Python's recursion limit is lower than
 the compiler's: a ``RecursionError`` on the trusted side, which before stop 29 ended the evaluation as a fault of
-the harness (red-team, stop 29). Now the rewrite raises ``Unrewritable`` and the candidate fails its decoy check:
-without the rewrite nothing shows that its kernels produce the output, and hiding from the rewrite can only hurt.
+the harness (red-team, stop 29). Now the rewrite raises ``Unrewritable``, made first in every evaluation, and the
+candidate fails as a ``decoy`` before it runs: without the rewrite nothing shows that its kernels produce the
+output, and hiding from the rewrite can only hurt.
 """
 import torch
 import torch.nn as nn
