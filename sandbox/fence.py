@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import threading
 import time
 import weakref
@@ -63,28 +64,38 @@ class StopFence:
         self.hold(p, timeout_s)
 
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
-        """Every process of the executor stopped, scanned again until a scan finds none running: a stopped
-        process cannot fork, so once a whole scan finds every process stopped none can appear while it is held.
-        A fixed number of scans is not enough: a process that forks a child and exits, over and over, is never
-        where the last scan saw it, and its child would run while the baselines are timed. One that outruns the
-        scans until the deadline is the candidate's ``timeout``."""
+        """Every process of the executor stopped: scan, stop what the scan found, wait until it is stopped, and
+        scan again until a scan finds only processes already stopped. A stopped process cannot fork, so once a
+        scan made after the stops finds nothing new, nothing can appear while the executor is held (the usual
+        case: two scans, as before). A fixed number of scans is not enough: a process that forks a child and
+        exits, over and over, is never where the last scan saw it, and its child would run while the baselines
+        are timed (red-team, stop 29). Every process found counts, a zombie too (it ran after the last scan, and
+        may have forked after this one's listing); one that outruns the scans until the deadline is the
+        candidate's ``timeout``. A process of another user (a setuid bubblewrap) cannot be signalled from here
+        and cannot be the candidate's: it is left as it is."""
         if id(p) in self._held:
             return
         deadline = time.monotonic() + timeout_s
         held: set[int] = set()
+        foreign: set[int] = set()
+        self._held[id(p)] = []
         while True:
-            held.update(p.pause())
-            self._held[id(p)] = sorted(held)
-            _wait_stopped(sorted(held), deadline)
-            # every process a scan finds now must be one stopped above: one that is not (a zombie too: it ran
-            # after the stop's last scan, and may have forked a child after this scan's listing before it exited)
-            # appeared after that scan, and is stopped in the next turn
-            late = [q for q in p.pids() if q not in held]
+            late = [q for q in p.pids() if q not in held and q not in foreign]
             if not late:
                 return
             if time.monotonic() > deadline:
                 raise FenceTimeout(f"the executor's processes kept escaping the fence (forking faster than they "
                                    f"could be stopped): {len(late)} not stopped")
+            for q in late:
+                try:
+                    os.kill(q, signal.SIGSTOP)
+                    held.add(q)
+                except ProcessLookupError:
+                    pass  # gone: a child it left is in the next scan
+                except PermissionError:
+                    foreign.add(q)
+            self._held[id(p)] = sorted(held)
+            _wait_stopped(sorted(held), deadline)
 
     def release(self, p: ExecutorProcess) -> None:
         ExecutorProcess.resume(self._held.pop(id(p), []))

@@ -431,8 +431,8 @@ def test_the_fence_stops_a_process_forked_after_its_last_scan():
     """Class: a process of the candidate left running while the candidate is held, i.e. while the baselines are
     timed (it would steal their cores, or queue GPU work). A process that forks a child and exits, over and
     over, is never where the stop's last scan saw it (red-team: 5-14 escaped each fence of a fixed three scans);
-    the fence scans again until a scan finds only processes it stopped. Here the child is forked, for certain,
-    right after the stop's scans. Known-bad twin: ``19:fence_walkers``."""
+    the fence scans again until a scan finds only processes it stopped. Here a child is forked, for certain,
+    right after each of the first three scans. Known-bad twin: ``19:fence_walkers``."""
     import signal
     import subprocess
 
@@ -442,23 +442,20 @@ def test_the_fence_stops_a_process_forked_after_its_last_scan():
     procs = [subprocess.Popen(["sleep", "60"])]
 
     class Walking(ExecutorProcess):
-        def __init__(self):  # the executor's own stop and scans, over these processes
-            self.proc, self.pid_ns, self.forks = procs[0], None, 1
+        def __init__(self):  # the executor's own scans, over these processes
+            self.proc, self.pid_ns, self.forks = procs[0], None, 3
 
         def _tree(self):
-            return [q.pid for q in procs if q.poll() is None]
-
-        def pause(self):
-            stopped = super().pause()
-            if self.forks:  # a child forked between the stop's last scan and its signal
+            listed = [q.pid for q in procs if q.poll() is None]
+            if self.forks:  # a child forked right after each of the first three scans listed its parent
                 self.forks -= 1
                 procs.append(subprocess.Popen(["sleep", "60"]))
-            return stopped
+            return listed
 
     fence = StopFence()
     try:
         fence.hold(Walking(), 5.0)
-        assert len(procs) == 2 and all(proc_state(q.pid) in "Tt" for q in procs), [proc_state(q.pid) for q in procs]
+        assert len(procs) == 4 and all(proc_state(q.pid) in "Tt" for q in procs), [proc_state(q.pid) for q in procs]
     finally:
         for q in procs:
             q.send_signal(signal.SIGKILL)
