@@ -8,6 +8,7 @@ names its expected categories in a ``# expect:`` line). They are read through th
 from __future__ import annotations
 
 import importlib
+import math
 import time
 
 from kbenv import step
@@ -110,7 +111,8 @@ def format_row(row: dict) -> str:
     got = row["category"] or row["verdict"]
     exp = "|".join(row["expected"])
     sp = f"x{row['speedup']:.3f}" if row.get("speedup") else "-"
-    ci = f"±{100 * row['speedup_rel_ci95']:.1f}%" if row.get("speedup_rel_ci95") is not None else ""
+    ci = row.get("speedup_rel_ci95")
+    ci = f"±{100 * ci:.1f}%" if row.get("speedup") and ci is not None and math.isfinite(ci) else ""
     line = (f"{row['candidate']:52s} {exp[:34]:34s} {got:16s} {row['reward']:8.4g} {sp:>7s} {ci:>6s} "
             f"{row.get('size', ''):6s} {row.get('seconds', 0):5.1f}s "
             f"{'ok' if row['ok'] else 'MISMATCH: ' + row['reason']}")

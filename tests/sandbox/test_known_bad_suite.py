@@ -121,5 +121,7 @@ def test_a_row_prints_its_speedup_with_the_speedups_ci_and_its_seconds():
            "seconds": 9.54}
     line = S.format_row(row)
     assert "x1.015" in line and "±1.2%" in line and "9.5s" in line and line.endswith("ok")
-    del row["speedup_rel_ci95"]  # the CPU, or a candidate that was not timed: no interval to name
+    assert "±" not in S.format_row({**row, "speedup_rel_ci95": float("inf")})  # the CPU's few rounds: none to name
+    assert "±" not in S.format_row({**row, "speedup": None})  # a failed candidate: no speedup, no interval
+    del row["speedup_rel_ci95"]  # a candidate that was not timed
     assert "±" not in S.format_row(row)
