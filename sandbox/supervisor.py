@@ -286,7 +286,7 @@ class Supervisor:
         for src in sources:
             try:
                 noop, kernels = decoy.noop_kernels(src)
-            except decoy.Unrewritable:  # its decoy phase fails it; its own build may still be made ahead
+            except decoy.Unrewritable:  # its evaluation fails it as a decoy at once; its own build may be made ahead
                 noop, kernels = None, 0
             todo |= {s for s in (src, noop if kernels else None) if s}
         return sum(self.builds.submit(s) for s in todo)
