@@ -19,13 +19,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import signal
 import threading
 import time
 import weakref
 
 from kbenv.sandbox.executors import CandidateFault
-from kbenv.sandbox.process import ExecutorProcess, proc_state
+from kbenv.sandbox.process import ExecutorProcess, StopIncomplete, proc_state
 
 
 class FenceTimeout(CandidateFault):
@@ -33,16 +32,6 @@ class FenceTimeout(CandidateFault):
 
     def __init__(self, reason: str):
         super().__init__("timeout", reason)
-
-
-def _wait_stopped(pids: list[int], deadline: float) -> None:
-    left = set(pids)
-    while left:
-        left = {pid for pid in left if proc_state(pid) not in "TtXZ"}
-        if left:
-            if time.monotonic() > deadline:
-                raise FenceTimeout(f"processes {sorted(left)} did not stop")
-            time.sleep(0.0002)
 
 
 def _alive(pid: int) -> bool:
@@ -64,38 +53,15 @@ class StopFence:
         self.hold(p, timeout_s)
 
     def hold(self, p: ExecutorProcess, timeout_s: float = 10.0) -> None:
-        """Every process of the executor stopped: scan, stop what the scan found, wait until it is stopped, and
-        scan again until a scan finds only processes already stopped. A stopped process cannot fork, so once a
-        scan made after the stops finds nothing new, nothing can appear while the executor is held (the usual
-        case: two scans, as before). A fixed number of scans is not enough: a process that forks a child and
-        exits, over and over, is never where the last scan saw it, and its child would run while the baselines
-        are timed (red-team, stop 29). Every process found counts, a zombie too (it ran after the last scan, and
-        may have forked after this one's listing); one that outruns the scans until the deadline is the
-        candidate's ``timeout``. A process of another user (a setuid bubblewrap) cannot be signalled from here
-        and cannot be the candidate's: it is left as it is."""
+        """Every process of the executor stopped (``ExecutorProcess.pause``: scanned until a scan finds none it
+        did not stop); processes that outrun the stop until the deadline are the candidate's ``timeout``."""
         if id(p) in self._held:
             return
-        deadline = time.monotonic() + timeout_s
-        held: set[int] = set()
-        foreign: set[int] = set()
-        self._held[id(p)] = []
-        while True:
-            late = [q for q in p.pids() if q not in held and q not in foreign]
-            if not late:
-                return
-            if time.monotonic() > deadline:
-                raise FenceTimeout(f"the executor's processes kept escaping the fence (forking faster than they "
-                                   f"could be stopped): {len(late)} not stopped")
-            for q in late:
-                try:
-                    os.kill(q, signal.SIGSTOP)
-                    held.add(q)
-                except ProcessLookupError:
-                    pass  # gone: a child it left is in the next scan
-                except PermissionError:
-                    foreign.add(q)
-            self._held[id(p)] = sorted(held)
-            _wait_stopped(sorted(held), deadline)
+        try:
+            self._held[id(p)] = p.pause(timeout_s)
+        except StopIncomplete as e:
+            self._held[id(p)] = e.held  # released (or killed with the executor) like any held process
+            raise FenceTimeout(str(e)) from None
 
     def release(self, p: ExecutorProcess) -> None:
         ExecutorProcess.resume(self._held.pop(id(p), []))

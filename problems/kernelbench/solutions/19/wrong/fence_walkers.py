@@ -7,7 +7,7 @@ over, so that each is gone by the time a scan that listed it sends its signal, a
 that scan. A stop that scans a fixed number of times left 5-14 of them running at every fence (red-team, stop
 29). A walker that sees the executor stopped spins on every core it may use until the executor runs again: the
 baselines, timed meanwhile, would be slowed and the candidate's speedup raised. The fence now scans until a scan
-finds only processes it stopped (``sandbox/fence.py`` ``StopFence.hold``), so either every walker is stopped with
+finds only processes it stopped (``sandbox/process.py`` ``ExecutorProcess.pause``), so either every walker is stopped with
 the executor and the candidate earns its honest twin's pay, or the walkers outrun the fence until its deadline
 and the candidate fails as a ``timeout``. Never paid more than the honest kernel.
 """
