@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
 #   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted prefetch suite rollout rollout-bad audit profile
-#                                         subset medium caps redteam refacc lookahead buildfarm eval
+#                                         subset medium caps redteam refacc precision lookahead buildfarm eval
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
 # The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
@@ -99,6 +99,10 @@ for stage in "$@"; do
     refacc) # the fp32 reference and the known-good kernels against float64 truth, per input domain
             timeout ${REFACC_LIMIT:-120} python3 "$R/benchmarks/reference_accuracy.py" \
               --problems "${REFACC_PROBLEMS:-kernelbench/level1/40}" > "$OUT/refacc.log" 2>&1 ;;
+    precision) # the fp32 contract: honest fp32 against the TF32 shortcut per problem (emulated and the hardware's),
+               # at full size against float64 (rewards/precision.py), matmuls first
+             timeout ${PRECISION_LIMIT:-150} python3 "$R/benchmarks/precision_margin.py" --size full --device cuda \
+               --eligible-only --ids "${PRECISION_IDS:-1-18,97,50-87}" > "$OUT/precision.log" 2>&1 ;;
     lookahead) # the look-ahead class against its honest twin per size tier (README "Look-ahead"), about 3 min
              timeout ${LOOKAHEAD_LIMIT:-240} python3 "$R/benchmarks/look_ahead.py" --sizes ${LOOKAHEAD_SIZES:-small,medium,full} \
                --repeats ${LOOKAHEAD_REPEATS:-3} --out "$OUT/look_ahead.json" > "$OUT/look_ahead.log" 2>&1 ;;

@@ -1,6 +1,6 @@
 """Gymnasium environments: one episode is one problem; an action is the model's reply text.
 
-``kbenv/KernelBench-v1`` (KernelBench level 1) and ``kbenv/DLRMBench-v1`` (DLRM-Bench) are registered on
+``kbenv/KernelBench-v2`` (KernelBench level 1) and ``kbenv/DLRMBench-v2`` (DLRM-Bench) are registered on
 import of :mod:`kbenv`. See :class:`KernelEnv` for the contract (observation, action, reward, episode end,
 info, arguments).
 
@@ -24,7 +24,7 @@ from kbenv.problems import get_problem, list_problems
 from kbenv.prompts import feedback_prompt, followup_prompt, problem_prompt, system_prompt
 from kbenv.sandbox.result import EvalResult
 
-ENV_VERSION = "v1"
+ENV_VERSION = "v2"  # v2: the fp32 contract (rewards/precision.py) changed fp32 tolerances and baselines
 ENV_IDS = {"kernelbench": f"kbenv/KernelBench-{ENV_VERSION}", "dlrm": f"kbenv/DLRMBench-{ENV_VERSION}"}
 
 CHARSET = string.printable  # ASCII printable plus \t\n\r\x0b\x0c; other characters are replaced by '?'
@@ -326,8 +326,8 @@ def make_dlrm_env(**kwargs) -> KernelEnv:
 
 
 def register_envs() -> None:
-    """Register ``kbenv/KernelBench-v1`` and ``kbenv/DLRMBench-v1`` (v0 is left unregistered, so that
-    ``gymnasium.make`` of a v0 id raises ``DeprecatedEnv`` naming v1)."""
+    """Register ``kbenv/KernelBench-v2`` and ``kbenv/DLRMBench-v2`` (v0 and v1 are left unregistered, so that
+    ``gymnasium.make`` of either raises ``DeprecatedEnv`` naming v2)."""
     if ENV_IDS["kernelbench"] not in gym.registry:
         gym.register(id=ENV_IDS["kernelbench"], entry_point="kbenv.env:make_kernelbench_env",
                      disable_env_checker=True)

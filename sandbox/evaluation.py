@@ -90,6 +90,7 @@ class Evaluation:
             self.st = self.sup.refs.state(problem, req.size, self.precision)
             self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"),
                                                "default")
+            self.contract = self.sup.refs.contract(self.st, self.official)
             self.layout = self.sup.layout_for(self.st, self.official[0])
         except torch.OutOfMemoryError as e:
             # no executor of this evaluation exists yet: the memory is an earlier candidate's, still dying (run
@@ -98,6 +99,7 @@ class Evaluation:
                 raise EarlierExecutorHeldMemory(str(e)[-500:]) from e
             raise HarnessError(f"{problem.id}: the references ran out of device memory with no candidate "
                                f"process alive: {e}") from e
+        res.facts["default_domain_tolerance"] = self.contract.facts()
         t0 = time.monotonic()
         try:
             proc = self.sup.pool.take()
@@ -303,7 +305,8 @@ class Evaluation:
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed, meta) -> tuple[str, list]:
         trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b, meta, PATTERN_A, PATTERN_B)
-        cs = correctness_checks(trial, self.precision, self.problem.invariants, self.problem.tolerance, seed=seed)
+        tolerance = self.contract.tolerance if trial.domain == "default" else self.problem.tolerance
+        cs = correctness_checks(trial, self.precision, self.problem.invariants, tolerance, seed=seed)
         cs.append(mutation)
         return trial.domain, cs
 

@@ -61,6 +61,7 @@ _limit_tasks()
 
 import torch  # noqa: E402
 
+from kbenv.rewards.precision import ieee_fp32  # noqa: E402
 from kbenv.sandbox import wire  # noqa: E402
 from kbenv.sandbox.lent import Places  # noqa: E402
 from kbenv.sandbox.wire import DTYPES  # noqa: E402
@@ -241,6 +242,7 @@ def main(argv=None) -> int:
         sock = socket.socket(fileno=int(argv[3]))
     dev = os.environ.get("KBENV_WORKER_DEVICE", "")
     warm_compile = os.environ.get("KBENV_TRUSTED_PREIMPORT") == "1"  # set for trusted baseline processes only
+    ieee_fp32()  # baselines compute fp32 as the references do; a candidate's own torch calls start so too
     try:
         if warm_compile:
             import importlib  # (an `import torch.x` here would make `torch` local to main)

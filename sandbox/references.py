@@ -16,6 +16,8 @@ from collections import OrderedDict
 import torch
 
 from kbenv.problems import PRECISIONS, Problem, make_inputs, make_model
+from kbenv.rewards import checks as C
+from kbenv.rewards import precision as fp32_contract
 
 MODEL_SEED = 42  # public and fixed: the candidate must build the same random weights as the reference
 
@@ -51,6 +53,22 @@ class ProblemState:
     native: torch.nn.Module  # the model at the problem's precision (gives output dtypes)
     refs: OrderedDict = dataclasses.field(default_factory=OrderedDict)  # (seed, domain) -> (inputs, outputs)
     out_specs: list | None = None  # (dtype, shape) of each output
+    contract: "Contract | None" = None  # the tolerance of default-domain outputs (References.contract)
+
+
+@dataclasses.dataclass(frozen=True)
+class Contract:
+    """What default-domain outputs (the official, fresh and timed calls) are held to: the problem's tolerance
+    override, tightened at fp32 where a TF32 shortcut would pass it (:mod:`kbenv.rewards.precision`)."""
+
+    tolerance: dict  # a tolerance override, as ``Problem.tolerance``
+    eligible: bool  # the reference runs a tensor-core-eligible op
+    shortcut_error: float | None  # the reference on TF32-rounded operands, relative Frobenius error
+    rel_frobenius: float  # the bound that results
+
+    def facts(self) -> dict:
+        return {"tensor_core_op": self.eligible, "shortcut_error": self.shortcut_error,
+                "rel_frobenius": self.rel_frobenius}
 
 
 def _model_bytes(st: ProblemState) -> int:
@@ -62,6 +80,7 @@ class References:
     """Per-(problem, size, precision) reference state with an LRU byte budget for cached pairs."""
 
     def __init__(self, device: torch.device, budget_bytes: int):
+        fp32_contract.ieee_fp32()  # references are IEEE fp32 (this process's setting: the supervisor's)
         self.device = device
         self.budget = budget_bytes
         self._states: OrderedDict[tuple, ProblemState] = OrderedDict()
@@ -126,6 +145,27 @@ class References:
         if dtype != torch.float32:
             outs = [o.to(d) for o, (d, _) in zip(outs, st.out_specs)]
         return outs
+
+    def contract(self, st: ProblemState, official: tuple[list, list]) -> Contract:
+        """The default-domain tolerance of ``st``, measured once on its official pair: at fp32 the reference runs
+        again on operands rounded to TF32 (one more forward, its memory that of a broader-domain pair)."""
+        if st.contract is None:
+            tol = C.tolerances(st.precision, st.problem.tolerance)["rel_frobenius"]
+            eligible, errors = False, []
+            if st.precision == "fp32":
+                try:
+                    eligible, errors = fp32_contract.shortcut_errors(st.model, official[0], official[1])
+                except torch.OutOfMemoryError:
+                    raise  # judged by who held the memory (Supervisor.oom_verdict)
+                except Exception as e:  # noqa: BLE001
+                    raise HarnessError(f"{st.problem.id}: the reference failed on TF32-rounded operands: {e!r}") from e
+            bound = fp32_contract.downgrade_bound(errors, eligible, tol)
+            override = {k: dict(v) for k, v in (st.problem.tolerance or {}).items()}
+            if bound < tol:
+                override.setdefault(st.precision, {})["rel_frobenius"] = bound
+            measured = [e for e in errors if e is not None]
+            st.contract = Contract(override, eligible, min(measured) if measured else None, bound)
+        return st.contract
 
     def _evict(self) -> None:
         while self._bytes > self.budget:

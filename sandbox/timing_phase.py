@@ -193,7 +193,7 @@ class TimingPhase:
                 # the whole output, judged as the trials are and against the trials' own error (chunk by chunk: a
                 # float64 copy of a 6 GiB output took 23's re-checks 1 s)
                 out += C.check_timed_output(ref, o, self.precision, f"timed_round{r}_call{k}_output{j}",
-                                            self.ev.trial_errors.get(j), self.problem.tolerance)
+                                            self.ev.trial_errors.get(j), self.ev.contract.tolerance)
             same, detail = self.lease.inputs_unchanged(k, inputs_k)
             if not same:
                 out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,

@@ -1,0 +1,57 @@
+# expect: inaccurate
+"""Known-wrong candidate for KernelBench level 1 #1 (square matmul C = A @ B). Precision downgrade: TF32.
+
+A tiled Triton GEMM whose fp32 tiles are multiplied as TF32 (``tl.dot(..., input_precision="tf32")``, Triton's
+default for fp32 operands): a 10-bit mantissa per operand, fp32 accumulation, several times the IEEE fp32 rate on
+tensor cores. On problem 1's official inputs (``torch.rand``: positive, the sums do not cancel) its relative
+Frobenius error is about 5e-6 at full size and 4e-5 at the CPU size, inside the fixed fp32 bound of 1e-4, so it
+passed until the bound became the problem's own measured TF32 error times 1/4 (``rewards/precision.py``).
+The CPU interpreter does not round TF32 operands, so there the operands are rounded to TF32 by hand (the same
+arithmetic). At bf16 this kernel would be an ordinary correct bf16 GEMM; the suite runs it at fp32.
+"""
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _to_tf32(x):
+    bits = x.to(tl.int32, bitcast=True)
+    return ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   BY_HAND: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        ks = k0 + rk
+        a = tl.load(a_ptr + rm[:, None] * K + ks[None, :], mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * N + rn[None, :], mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0)
+        if BY_HAND:
+            acc += tl.dot(_to_tf32(a), _to_tf32(b), input_precision="ieee")
+        else:
+            acc += tl.dot(a, b, input_precision="tf32")
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        a, b = A.contiguous().float(), B.contiguous().float()
+        M, K = a.shape
+        N = b.shape[1]
+        c = torch.empty((M, N), dtype=torch.float32, device=A.device)
+        _matmul_kernel[(triton.cdiv(M, 128), triton.cdiv(N, 128))](a, b, c, M, N, K, BM=128, BN=128, BK=32,
+                                                                   BY_HAND=_INTERPRET)
+        return c.to(A.dtype)

@@ -1,0 +1,99 @@
+"""The fp32 contract (rewards/precision.py): a TF32 shortcut fails the measured bound, IEEE fp32 passes it.
+
+The candidates themselves (known-bad ``1:tf32_dot``, known-good ``1:correct``) run through the whole sandbox in
+tests/sandbox/test_known_bad_suite.py; here the parts, on plain tensors and the problems' own references.
+"""
+
+import torch
+
+from kbenv.problems import get_problem, make_inputs
+from kbenv.rewards import checks as C
+from kbenv.rewards import precision as P
+from kbenv.sandbox.references import References
+
+
+def test_round_tf32_keeps_ten_mantissa_bits_to_nearest():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10000, generator=g) * 1e3
+    r = P.round_tf32(x)
+    assert int((r.view(torch.int32) & 0x1FFF).abs().sum()) == 0  # the 13 low mantissa bits are gone
+    rel = ((r - x).abs() / x.abs()).max().item()
+    assert 2 ** -13 < rel <= 2 ** -11  # to nearest: at most half a TF32 unit (and it does round)
+    assert torch.equal(P.round_tf32(r), r)  # TF32 values are fixed points
+    # ties go away from zero, as cvt.rna does: 1 + 2^-11 is halfway between 1 and 1 + 2^-10
+    assert P.round_tf32(torch.tensor([1 + 2 ** -11, -(1 + 2 ** -11)])).tolist() == [1 + 2 ** -10, -(1 + 2 ** -10)]
+
+
+def test_a_matmul_is_eligible_and_its_shortcut_error_is_measured():
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.rand(64, 256, generator=g), torch.rand(256, 32, generator=g)
+
+    class MM(torch.nn.Module):
+        def forward(self, x, y):
+            return x @ y
+
+    eligible, (err,) = P.shortcut_errors(MM(), [a, b], [a @ b])
+    assert eligible
+    tf32 = P.round_tf32(a) @ P.round_tf32(b)
+    assert abs(err - ((tf32 - a @ b).norm() / (a @ b).norm()).item()) < 1e-9
+    assert 1e-6 < err < 1e-4  # inside the fixed fp32 bound: why a fixed bound alone pays the shortcut
+
+
+def test_elementwise_and_weighted_models():
+    x = torch.rand(8, 16)
+    eligible, errs = P.shortcut_errors(torch.nn.ReLU(), [x], [torch.relu(x)])
+    assert not eligible and errs[0] > 0  # rounding inputs moves it, but no shortcut speeds a ReLU up
+    lin = torch.nn.Linear(16, 4)
+    with torch.no_grad():
+        ref = lin(x)
+        eligible, (err,) = P.shortcut_errors(lin, [x], [ref])
+        assert eligible and err > 0  # weights are rounded too
+        assert torch.equal(lin(x), ref)  # the reference model itself is untouched
+
+
+def test_downgrade_bound_clamps():
+    assert P.downgrade_bound([4e-5], True, 1e-4) == 1e-5
+    assert P.downgrade_bound([4e-5, 8e-5], True, 1e-4) == 1e-5  # the smallest output's
+    assert P.downgrade_bound([1e-8], True, 1e-4) == P.FLOOR
+    assert P.downgrade_bound([1.0], True, 1e-4) == 1e-4  # never looser than the tolerance
+    assert P.downgrade_bound([4e-5], False, 1e-4) == 1e-4  # no tensor-core op: the fixed bound
+    assert P.downgrade_bound([None], True, 1e-4) == 1e-4  # nothing measured: the fixed bound
+
+
+def test_ieee_fp32_turns_tf32_off():
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        P.ieee_fp32()
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        P.ieee_fp32()
+
+
+def _contract(pid, precision="fp32"):
+    refs = References(torch.device("cpu"), 1 << 28)
+    st = refs.state(get_problem(pid), "small", precision)
+    return refs.contract(st, refs.pair(st, 7, "default")), st
+
+
+def test_problem_1_default_domain_rejects_tf32_and_accepts_ieee():
+    contract, st = _contract("kernelbench/level1/1")
+    assert contract.eligible and contract.rel_frobenius < 2e-5
+    assert contract.tolerance["fp32"]["rel_frobenius"] == contract.rel_frobenius
+    a, b = make_inputs(st.ns, 7, "default", "cpu", torch.float32)
+    ref = a @ b
+    tf32 = P.round_tf32(a) @ P.round_tf32(b)
+    reordered = (a.double() @ b.double()).float()  # an honest fp32 kernel's error is of this order or less
+    assert not all(c.passed for c in C.check_error(ref, tf32, "fp32", 0, contract.tolerance))
+    assert all(c.passed for c in C.check_error(ref, reordered, "fp32", 0, contract.tolerance))
+    # the fixed bound alone paid the shortcut
+    assert all(c.passed for c in C.check_error(ref, tf32, "fp32", 0, get_problem("kernelbench/level1/1").tolerance))
+
+
+def test_problems_without_a_tensor_core_op_and_bf16_keep_their_bounds():
+    contract, _ = _contract("kernelbench/level1/19")  # ReLU
+    assert not contract.eligible and contract.rel_frobenius == 1e-4
+    assert contract.tolerance == (get_problem("kernelbench/level1/19").tolerance or {})
+    contract, _ = _contract("kernelbench/level1/1", "bf16")  # a bf16 problem asks for no fp32 arithmetic
+    assert contract.rel_frobenius == C.tolerances("bf16")["rel_frobenius"] and contract.shortcut_error is None
+
