@@ -160,7 +160,7 @@ class References:
                 except Exception as e:  # noqa: BLE001
                     raise HarnessError(f"{st.problem.id}: the reference failed on TF32-rounded operands: {e!r}") from e
             bound = fp32_contract.downgrade_bound(errors, eligible, tol)
-            override = {k: dict(v) for k, v in (st.problem.tolerance or {}).items()}
+            override = {k: dict(v) if isinstance(v, dict) else v for k, v in (st.problem.tolerance or {}).items()}
             if bound < tol:
                 override.setdefault(st.precision, {})["rel_frobenius"] = bound
             measured = [e for e in errors if e is not None]

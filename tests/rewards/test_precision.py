@@ -90,6 +90,12 @@ def test_problem_1_default_domain_rejects_tf32_and_accepts_ieee():
     assert all(c.passed for c in C.check_error(ref, tf32, "fp32", 0, get_problem("kernelbench/level1/1").tolerance))
 
 
+def test_a_problem_s_own_override_is_kept_with_its_notes():
+    contract, _ = _contract("kernelbench/level1/40")  # LayerNorm: its override carries a 'why' beside the figures
+    assert contract.tolerance == get_problem("kernelbench/level1/40").tolerance
+    assert contract.rel_frobenius == get_problem("kernelbench/level1/40").tolerance["fp32"]["rel_frobenius"]
+
+
 def test_problems_without_a_tensor_core_op_and_bf16_keep_their_bounds():
     contract, _ = _contract("kernelbench/level1/19")  # ReLU
     assert not contract.eligible and contract.rel_frobenius == 1e-4
