@@ -90,36 +90,65 @@ def _errors(outs: list, reference: list) -> list:
             for o, r in zip(outs, reference)]
 
 
+class _OpNames:
+    """The aten ops a model calls (a ``TorchDispatchMode``, built on first use: the executor imports this module)."""
+
+    def __new__(cls):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class OpNames(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.names: set[str] = set()
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.names.add(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        return OpNames()
+
+
+def _call(model: torch.nn.Module, tensors: dict, inputs: tuple):
+    from torch.func import functional_call
+    with torch.no_grad():
+        return functional_call(model, tensors, inputs)
+
+
+def tensor_core_eligible(model: torch.nn.Module, inputs: list) -> bool | None:
+    """Whether ``model`` calls a tensor-core-eligible op, found on meta tensors (no memory, no arithmetic); None
+    where it cannot run on them."""
+    meta = lambda x: torch.empty_like(x, device="meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
+    tensors = {k: meta(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+    mode = _OpNames()
+    try:
+        with mode:
+            _call(model, tensors, tuple(meta(x) for x in inputs))
+    except Exception:  # noqa: BLE001 (an op without a meta kernel, a tensor attribute on the real device)
+        return None
+    return bool(mode.names.intersection(_ELIGIBLE))
+
+
 def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tuple[bool, list]:
-    """What a shortcut costs ``model`` on these inputs. Returns ``(eligible, errors)``: whether the model called a
-    tensor-core-eligible op, and per output the larger relative Frobenius error against ``reference`` of
+    """What a shortcut costs ``model`` on these inputs. Returns ``(eligible, errors)``: whether the model calls a
+    tensor-core-eligible op, and if so, per output, the larger relative Frobenius error against ``reference`` of
 
     - the model on inputs and weights rounded to TF32 (the most accurate TF32: operands rounded to nearest,
       products accumulated in fp32), and
     - on cuda, the model with PyTorch's TF32 switches on (the tensor cores' own TF32, 2-20x further off on the
       H200's matmuls than the first: their accumulation is not IEEE fp32), which is what buys the speed;
 
-    (None where neither measures anything). Trusted side only: ``model`` is the reference, left as it was."""
-    from torch.func import functional_call  # here: the executor imports this module's ieee_fp32 at start
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class OpNames(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names: set[str] = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.add(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
-    params = {k: _rounded(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
-    mode = OpNames()
-    with torch.no_grad(), mode:
-        rounded = _errors(_outputs(functional_call(model, params, tuple(_rounded(x) for x in inputs))), reference)
+    (None where neither measures anything). A model without such an op is not run at all. Trusted side only:
+    ``model`` is the reference, left as it was."""
+    eligible = tensor_core_eligible(model, inputs)
+    if eligible is False:
+        return False, []
+    tensors = {k: _rounded(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+    mode = _OpNames()
+    with mode:
+        rounded = _errors(_outputs(_call(model, tensors, tuple(_rounded(x) for x in inputs))), reference)
     eligible = bool(mode.names.intersection(_ELIGIBLE))
     hardware = [None] * len(rounded)
-    on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
-    if eligible and on_cuda:
+    if eligible and any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         try:
@@ -127,7 +156,9 @@ def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tu
                 hardware = _errors(_outputs(model(*inputs)), reference)
         finally:
             ieee_fp32()
-    return eligible, [max((e for e in pair if e is not None), default=None) for pair in zip(rounded, hardware)]
+    if not eligible:
+        return False, []
+    return True, [max((e for e in pair if e is not None), default=None) for pair in zip(rounded, hardware)]
 
 
 def downgrade_bound(errors: list, eligible: bool, tolerance: float) -> float:
