@@ -63,7 +63,7 @@ class Contract:
 
     tolerance: dict  # a tolerance override, as ``Problem.tolerance``
     eligible: bool  # the reference runs a tensor-core-eligible op
-    shortcut_error: float | None  # the reference on TF32-rounded operands, relative Frobenius error
+    shortcut_error: float | None  # the reference's TF32 error, relative Frobenius (precision.shortcut_errors)
     rel_frobenius: float  # the bound that results
 
     def facts(self) -> dict:
@@ -147,8 +147,11 @@ class References:
         return outs
 
     def contract(self, st: ProblemState, official: tuple[list, list]) -> Contract:
-        """The default-domain tolerance of ``st``, measured once on its official pair: at fp32 the reference runs
-        again on operands rounded to TF32 (one more forward, its memory that of a broader-domain pair)."""
+        """The default-domain tolerance of ``st``, measured once on its official pair. At fp32, where the reference
+        runs a matmul or convolution (found on meta tensors), it runs again on operands rounded to TF32 and, on
+        cuda, with TF32 switched on for that forward (process-wide switches: this runs at an evaluation's start,
+        before any other work of it, and a supervisor runs one evaluation at a time); each forward's memory is
+        that of a broader-domain pair."""
         if st.contract is None:
             tol = C.tolerances(st.precision, st.problem.tolerance)["rel_frobenius"]
             eligible, errors = False, []
