@@ -90,6 +90,9 @@ def problem_prompt(source: str, backend: str = "triton", gpu: str | None = None,
     name, example = BACKENDS[backend]
     target = f"an {gpu}" if gpu else ("a CUDA GPU" if device == "cuda" else "a CUDA GPU (this run checks "
                                        "correctness on the CPU through Triton's interpreter)")
+    how = 'pass input_precision="ieee" to tl.dot' if backend == "triton" else "no TF32 or half-precision MMA"
+    ieee = (f"\n- fp32 means IEEE fp32 arithmetic: TF32 or lower-precision products inside the kernel fail the "
+            f"check ({how})." if precision == "fp32" else "")
     return f"""You write custom {name} kernels to replace the PyTorch operators in the given architecture and \
 make it faster on {target}. You may replace some or all operators, fuse them, or change the algorithm \
 (for example an online softmax), as long as the output stays the same.
@@ -114,7 +117,7 @@ same inputs, returning outputs of the same shapes and dtype.
 - The computation must run in your custom {name} kernel(s); calling the PyTorch operator you replace earns nothing.
 - Inputs and parameters arrive in {precision} (floating-point tensors cast to it; integer tensors unchanged). \
 Outputs are checked against the reference on several random inputs, including broader input distributions, with \
-scale-invariant error thresholds; every output element must be written.
+scale-invariant error thresholds; every output element must be written.{ieee}
 - Do not hard-code input values, cache results across calls, use extra threads or streams, or touch timers.
 
 Reply with the complete new architecture in a single ```python code block and nothing else."""

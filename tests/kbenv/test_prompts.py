@@ -21,3 +21,10 @@ def test_extract_variants():
 def test_prompt_names_backend_gpu_and_precision():
     p = problem_prompt("class Model: pass", backend="cuda", gpu="NVIDIA H200", precision="bf16")
     assert "CUDA" in p and "NVIDIA H200" in p and "bf16" in p and "class Model: pass" in p
+
+
+def test_an_fp32_prompt_says_fp32_is_ieee_and_how():
+    # the fp32 contract (rewards/precision.py): an honest policy must know TF32 fails
+    assert 'input_precision="ieee"' in problem_prompt("class Model: pass", precision="fp32")
+    assert "no TF32" in problem_prompt("class Model: pass", backend="cuda", precision="fp32")
+    assert "IEEE" not in problem_prompt("class Model: pass", precision="bf16")
