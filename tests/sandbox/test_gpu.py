@@ -190,3 +190,34 @@ def test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_nex
         assert good.verdict == "pass", (good.category, good.reason, good.error, good.facts.get("retried"))
     finally:
         sup.close()
+
+
+
+def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fails_it(cache_dir):
+    """rewards/precision.py on cuda (stop 30): problem 1's bound comes from the tensor cores' own TF32 (further
+    off than rounded operands on the H200's matmuls), the references are IEEE fp32 again after measuring it,
+    Triton's default-precision GEMM fails the bound and the IEEE one passes."""
+    from pathlib import Path
+
+    import torch
+
+    import kbenv.problems
+    from kbenv.problems import get_problem
+    from kbenv.sandbox.references import References
+    from kbenv.sandbox.supervisor import Supervisor
+
+    refs = References(torch.device("cuda"), 8 << 30)
+    st = refs.state(get_problem("kernelbench/level1/1"), "full", "fp32")
+    contract = refs.contract(st, refs.pair(st, 11, "default"))
+    assert contract.eligible and contract.shortcut_error > 1e-5 and 4e-6 <= contract.rel_frobenius < 1e-4, contract
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    refs.clear()
+    solutions = Path(kbenv.problems.__file__).parent / "kernelbench" / "solutions" / "1"
+    sup = Supervisor(device="cuda", cache_dir=cache_dir)
+    try:
+        for name, verdict in (("wrong/tf32_dot.py", "fail"), ("correct/triton.py", "pass")):
+            r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=(solutions / name).read_text(),
+                                         size="full", measure_time=False))
+            assert r.verdict == verdict, (name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
+    finally:
+        sup.close()
