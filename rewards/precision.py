@@ -89,22 +89,21 @@ def _errors(outs: list, reference: list) -> list:
             for o, r in zip(outs, reference)]
 
 
-class _OpNames:
-    """The aten ops a model calls (a ``TorchDispatchMode``, built on first use: the executor imports this module)."""
+def _op_names():
+    """A ``TorchDispatchMode`` that records the aten ops run under it in ``.names`` (built here, not at import: the
+    executor imports this module)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def __new__(cls):
-        from torch.utils._python_dispatch import TorchDispatchMode
+    class OpNames(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: set[str] = set()
 
-        class OpNames(TorchDispatchMode):
-            def __init__(self):
-                super().__init__()
-                self.names: set[str] = set()
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                self.names.add(func.overloadpacket.__name__)
-                return func(*args, **(kwargs or {}))
-
-        return OpNames()
+    return OpNames()
 
 
 def _call(model: torch.nn.Module, tensors: dict, inputs: tuple):
@@ -118,7 +117,7 @@ def tensor_core_eligible(model: torch.nn.Module, inputs: list) -> bool | None:
     where it cannot run on them."""
     meta = lambda x: torch.empty_like(x, device="meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
     tensors = {k: meta(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
-    mode = _OpNames()
+    mode = _op_names()
     try:
         with mode:
             _call(model, tensors, tuple(meta(x) for x in inputs))
@@ -142,7 +141,7 @@ def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tu
     if eligible is False:
         return False, []
     tensors = {k: _rounded(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
-    mode = _OpNames()
+    mode = _op_names()
     with mode:
         rounded = _errors(_outputs(_call(model, tensors, tuple(_rounded(x) for x in inputs))), reference)
     eligible = bool(mode.names.intersection(_ELIGIBLE))
