@@ -49,7 +49,7 @@ _ELIGIBLE = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "dot", "vdot",
              "slow_conv_transpose3d", "slow_conv_dilated2d", "slow_conv_dilated3d", "_scaled_dot_product_attention_math",
              "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu", "einsum",
-             "tensordot", "_weight_norm", "thnn_conv2d", "_nnpack_spatial_convolution")
+             "tensordot", "thnn_conv2d", "_nnpack_spatial_convolution")
 
 
 def ieee_fp32() -> None:
