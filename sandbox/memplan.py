@@ -12,7 +12,8 @@ What one evaluation holds on the device (each a :class:`MemoryPlan` field, in by
   precision when that is not fp32, which gives the output dtypes); the reference entry of the trial in flight
   (inputs and outputs); the reference cache (an LRU of other entries: elastic, it gets what the rest leaves,
   up to a share of the budget); and, at different moments, either the work of computing a reference
-  (the fp32 copies of low-precision inputs and the forward's own allocations) or the copies of the
+  (the fp32 copies of low-precision inputs, at fp32 the TF32-rounded copies the fp32 contract measures with where
+  the reference runs a matmul or convolution, and the forward's own allocations) or the copies of the
   candidate's outputs (two runs: two poison patterns) with the checks' temporaries: the plan counts the
   larger of the two.
 - the slots lent to the candidate's worker: ``n_slots`` × (inputs + outputs of one call), counted by
@@ -45,6 +46,7 @@ from pathlib import Path
 import torch
 
 from kbenv.problems import PRECISIONS, Problem, ProblemError, get_problem, load_namespace
+from kbenv.rewards import precision as fp32_contract
 from kbenv.sandbox.process import WRITE_QUOTA_BYTES
 
 GiB = 1 << 30
@@ -249,6 +251,9 @@ class Footprint:
         reference_param_bytes: parameters and buffers in fp32 (the reference always runs in fp32).
         reference_upcast_bytes: the fp32 copies of floating-point inputs made when the precision is not fp32.
         reference_forward_peak_bytes: the most the fp32 reference forward allocates at once.
+        contract_copy_bytes: at fp32, where the reference runs a matmul or convolution, the TF32-rounded copies of
+            its floating-point inputs and weights that the fp32 contract's measurement makes
+            (``References.contract``); 0 otherwise.
     """
 
     input_bytes: int
@@ -263,6 +268,7 @@ class Footprint:
     reference_param_bytes: int
     reference_upcast_bytes: int
     reference_forward_peak_bytes: int
+    contract_copy_bytes: int = 0
 
     @property
     def slot_bytes(self) -> int:
@@ -299,8 +305,11 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
                            f"memory plan can be made for it: {e!r}") from e
     ins = [x for x in run.inputs if isinstance(x, torch.Tensor)]
     params = list(run.model.parameters()) + list(run.model.buffers())
+    contract = 0
     if precision == "fp32":
         ref_params, upcast, ref_peak = sum(_nbytes(p) for p in params), 0, run.forward_peak_bytes
+        if fp32_contract.tensor_core_eligible(run.model, run.inputs) is not False:  # None: it may be
+            contract = sum(_nbytes(t) for t in ins + params if t.dtype == torch.float32)
     else:
         ref = run_on_meta(ns, torch.float32)
         ref_params = sum(_nbytes(p) for p in list(ref.model.parameters()) + list(ref.model.buffers()))
@@ -319,6 +328,7 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
         reference_param_bytes=ref_params,
         reference_upcast_bytes=upcast,
         reference_forward_peak_bytes=ref_peak,
+        contract_copy_bytes=contract,
     )
     _FOOTPRINTS[key] = fp
     return fp
@@ -499,7 +509,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         reference_model_bytes=fp.reference_param_bytes + (fp.param_bytes if precision != "fp32" else 0),
         reference_entry_bytes=fp.input_bytes + fp.output_bytes,
         reference_cache_bytes=0,
-        reference_work_bytes=fp.reference_upcast_bytes + fp.reference_forward_peak_bytes,
+        reference_work_bytes=fp.reference_upcast_bytes + fp.reference_forward_peak_bytes + fp.contract_copy_bytes,
         output_copies_bytes=OUTPUT_COPIES * fp.output_bytes,
         check_work_bytes=check_work_bytes(fp),
         lent_slot_bytes=lent,
