@@ -17,8 +17,10 @@ fp32       < 1e-4                      < 1e-3
 Per slice (:func:`check_slices`, every slice along every axis of the output): relative Frobenius error below
 the ``max_rel`` column, so light rows and columns are held to their own scale and not only to the global one.
 
-fp32 is tight on purpose: an fp32 problem asks for fp32 arithmetic, so TF32 or bf16 shortcuts inside an fp32
-kernel (reward hack O9) fail it; a policy that wants tensor cores should target the bf16 precision.
+fp32 is tight on purpose: an fp32 problem asks for fp32 arithmetic, so bf16 shortcuts inside an fp32 kernel
+(reward hack O9) fail it; a policy that wants tensor cores should target the bf16 precision. TF32 is closer: on
+the official inputs of KernelBench's matmuls it stays inside 1e-4, so there the fp32 contract holds default-domain
+outputs to the problem's own measured TF32 error (``rewards/precision.py``).
 """
 
 from __future__ import annotations
