@@ -51,6 +51,16 @@ def test_elementwise_and_weighted_models():
         assert torch.equal(lin(x), ref)  # the reference model itself is untouched
 
 
+def test_where_meta_tensors_cannot_say_the_rounded_run_decides_and_its_error_figures_do_not_count(monkeypatch):
+    monkeypatch.setattr(P, "tensor_core_eligible", lambda model, inputs: None)
+    x = torch.rand(8, 16)
+    assert P.shortcut_errors(torch.nn.ReLU(), [x], [torch.relu(x)]) == (False, [])  # torch.dot of its figures aside
+    lin = torch.nn.Linear(16, 4)
+    with torch.no_grad():
+        eligible, (err,) = P.shortcut_errors(lin, [x], [lin(x)])
+    assert eligible and err > 0
+
+
 def test_downgrade_bound_clamps():
     assert P.downgrade_bound([4e-5], True, 1e-4) == 1e-5
     assert P.downgrade_bound([4e-5, 8e-5], True, 1e-4) == 1e-5  # the smallest output's
