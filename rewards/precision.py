@@ -25,7 +25,7 @@ reference's own error times sqrt 2) and 3-4x below the tensor-core shortcut. At 
 
 What stays open: TF32 with operands rounded to nearest and IEEE fp32 accumulation outside the tensor core (an FADD
 per MMA step) is only 0.4-5.6e-6 off on problems 1, 2, 4, 6, 13 and 16-18 at full size, below their bounds, and
-passes there (on 3, 7, 9, 11 it fails). Centred official inputs for those problems would make every TF32 variant
+passes there (on 3, 7-11, 14 and 15 it fails). Centred official inputs for those problems would make every TF32 variant
 fail (zero-mean operands cancel: 3e-4), at the price of departing from KernelBench's inputs, a version bump of
 its own. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should; the physical floor's fp32 rate is the TF32 tensor-core rate for that reason (``sandbox/peaks.py``).
 """
