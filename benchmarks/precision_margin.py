@@ -91,7 +91,8 @@ def main(argv=None) -> int:
             tf = shortcut[k] if shortcut[k] is not None else float("nan")
             h = hw[k] if hw[k] is not None else float("nan")
             print(f"{prob.id + ('' if k == 0 else f'[{k}]'):34s} {str(eligible):>8s} {r32:10.2e} {tf:10.2e} {h:10.2e} "
-                  f"{tf / r32 if r32 else float('nan'):10.1f} {bound:10.2e}  {time.perf_counter() - t0:.1f}", flush=True)
+                  f"{tf / r32 if r32 else float('nan'):10.1f} {bound:10.2e}  {time.perf_counter() - t0:.1f}",
+                  flush=True)
     return 0
 
 

@@ -25,9 +25,10 @@ reference's own error times sqrt 2) and 3-4x below the tensor-core shortcut. At 
 
 What stays open: TF32 with operands rounded to nearest and IEEE fp32 accumulation outside the tensor core (an FADD
 per MMA step) is only 0.4-5.6e-6 off on problems 1, 2, 4, 6, 13 and 16-18 at full size, below their bounds, and
-passes there (on 3, 7-11, 14 and 15 it fails). Centred official inputs for those problems would make every TF32 variant
-fail (zero-mean operands cancel: 3e-4), at the price of departing from KernelBench's inputs, a version bump of
-its own. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should; the physical floor's fp32 rate is the TF32 tensor-core rate for that reason (``sandbox/peaks.py``).
+passes there (on 3, 7-11, 14 and 15 it fails). Centred official inputs for those problems would make every TF32
+variant fail (zero-mean operands cancel: 3e-4), at the price of departing from KernelBench's inputs, a version bump
+of its own. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should;
+the physical floor's fp32 rate is the TF32 tensor-core rate for that reason (``sandbox/peaks.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ _ELIGIBLE = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "dot", "vdot",
              "convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "mkldnn_convolution",
              "convolution_overrideable", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
              "conv_transpose3d", "_slow_conv2d_forward", "slow_conv3d_forward", "slow_conv_transpose2d",
-             "slow_conv_transpose3d", "slow_conv_dilated2d", "slow_conv_dilated3d", "_scaled_dot_product_attention_math",
+             "slow_conv_transpose3d", "slow_conv_dilated2d", "slow_conv_dilated3d",
+             "_scaled_dot_product_attention_math",
              "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu", "einsum",
              "tensordot", "thnn_conv2d", "_nnpack_spatial_convolution")
