@@ -128,39 +128,45 @@ def tensor_core_eligible(model: torch.nn.Module, inputs: list) -> bool | None:
     return bool(mode.names.intersection(_ELIGIBLE))
 
 
-def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tuple[bool, list]:
-    """What a shortcut costs ``model`` on these inputs. Returns ``(eligible, errors)``: whether the model calls a
-    tensor-core-eligible op, and if so, per output, the larger relative Frobenius error against ``reference`` of
-
-    - the model on inputs and weights rounded to TF32 (the most accurate TF32: operands rounded to nearest,
-      products accumulated in fp32), and
-    - on cuda, the model with PyTorch's TF32 switches on (the tensor cores' own TF32, 2-20x further off on the
-      H200's matmuls than the first: their accumulation is not IEEE fp32), which is what buys the speed;
-
-    (None where neither measures anything). A model without such an op is not run at all. Trusted side only:
-    ``model`` is the reference, left as it was."""
-    eligible = tensor_core_eligible(model, inputs)
-    if eligible is False:
-        return False, []
+def rounded_errors(model: torch.nn.Module, inputs: list, reference: list) -> tuple[bool, list]:
+    """The model on its inputs and weights rounded to TF32 (the most accurate TF32: operands rounded to nearest,
+    products accumulated in fp32). Returns ``(eligible, errors)``: whether that forward called a
+    tensor-core-eligible op, and per output its relative Frobenius error against ``reference``."""
     tensors = {k: _rounded(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
     mode = _op_names()
     with mode:  # the forward only: the error figures below use torch.dot, which would count as the model's
         out = _call(model, tensors, tuple(_rounded(x) for x in inputs))
     del tensors
-    rounded = _errors(_outputs(out), reference)
-    del out
-    eligible = bool(mode.names.intersection(_ELIGIBLE))
-    hardware = [None] * len(rounded)
-    if eligible and any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        try:
-            with torch.no_grad():
-                hardware = _errors(_outputs(model(*inputs)), reference)
-        finally:
-            ieee_fp32()
+    errors = _errors(_outputs(out), reference)
+    return bool(mode.names.intersection(_ELIGIBLE)), errors
+
+
+def hardware_errors(model: torch.nn.Module, inputs: list, reference: list) -> list:
+    """The model with PyTorch's TF32 switches on for one forward (the tensor cores' own TF32, 2-20x further off on
+    the H200's matmuls than rounded operands: their accumulation is not IEEE fp32), per output against
+    ``reference``; IEEE fp32 again afterwards. Process-wide switches: the caller runs nothing else meanwhile."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        with torch.no_grad():
+            return _errors(_outputs(model(*inputs)), reference)
+    finally:
+        ieee_fp32()
+
+
+def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tuple[bool, list]:
+    """What a shortcut costs ``model`` on these inputs. Returns ``(eligible, errors)``: whether the model calls a
+    tensor-core-eligible op, and if so, per output, the larger of :func:`rounded_errors` and, on cuda,
+    :func:`hardware_errors` (which buys the speed); None where neither measures anything. A model without such
+    an op is not run at all. Trusted side only: ``model`` is the reference, left as it was."""
+    if tensor_core_eligible(model, inputs) is False:
+        return False, []
+    eligible, rounded = rounded_errors(model, inputs, reference)
     if not eligible:
         return False, []
+    hardware = [None] * len(rounded)
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
+        hardware = hardware_errors(model, inputs, reference)
     return True, [max((e for e in pair if e is not None), default=None) for pair in zip(rounded, hardware)]
 
 
