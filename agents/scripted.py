@@ -19,6 +19,8 @@ in full-line comments at column 0, by convention at the top of the file::
   (:meth:`KnownBadCase.expected_on`).
 - ``# expect-sandbox: …`` (optional): what the sandbox must report; its meaning is owned by the sandbox's tests.
 - ``# gpu-only`` (optional flag, may be followed by ``: reason``): the candidate only makes sense on a GPU.
+- ``# precision: bf16`` (optional): the precision the candidate is evaluated at (``fp32`` or ``bf16``); without
+  it, the problem's default. A precision shortcut is only a shortcut below the precision it is judged at.
 
 Categories are lowercase names separated by ``|`` (docs/result-schema.md lists them), with nothing else on the
 line. A missing ``# expect:``, a repeated or unknown ``# expect…:`` directive, or a malformed category raises
@@ -47,6 +49,8 @@ _DLRM_ID = re.compile(r"dlrm/(\d+)")
 _SETS = ("kernelbench", "dlrm")
 _DIRECTIVE = re.compile(r"#\s*(expect(?:[-_][a-z_-]+)?)\s*:(.*)", re.IGNORECASE)
 _GPU_ONLY = re.compile(r"#\s*gpu-only(?:[\s:].*)?", re.IGNORECASE)
+_PRECISION = re.compile(r"#\s*precision\s*:\s*(\S+)\s*", re.IGNORECASE)
+_PRECISIONS = ("fp32", "bf16")
 _CATEGORY = re.compile(r"[a-z][a-z0-9_]*")
 _EXPECT_KEYS = {
     "expect": "expect",
@@ -72,6 +76,7 @@ class KnownBadCase(NamedTuple):
     expect_sandbox: tuple[str, ...] | None
     gpu_only: bool
     path: str
+    precision: str | None = None
 
     @property
     def id(self) -> str:
@@ -174,12 +179,21 @@ def known_bad_suite(solutions_root: SolutionsRoot = None) -> list[KnownBadCase]:
 
 
 def parse_expectations(source: str, where: str = "<source>") -> dict:
-    """The ``expect*`` directives and ``gpu-only`` flag of a wrong candidate, as :class:`KnownBadCase` fields."""
+    """The ``expect*`` and ``precision`` directives and the ``gpu-only`` flag of a wrong candidate, as
+    :class:`KnownBadCase` fields."""
     found: dict[str, tuple[str, ...] | None] = dict.fromkeys(_EXPECT_KEYS.values())
     gpu_only = False
+    precision = None
     for line_number, line in enumerate(source.splitlines(), start=1):
         if _GPU_ONLY.fullmatch(line.rstrip()):
             gpu_only = True
+            continue
+        match = _PRECISION.fullmatch(line.rstrip())
+        if match is not None:
+            if precision is not None or match[1].lower() not in _PRECISIONS:
+                raise ValueError(f"{where}:{line_number}: '# precision:' must be given once, as one of "
+                                 f"{', '.join(_PRECISIONS)}; got {match[1]!r}")
+            precision = match[1].lower()
             continue
         match = _DIRECTIVE.fullmatch(line.rstrip())
         if match is None:
@@ -200,7 +214,7 @@ def parse_expectations(source: str, where: str = "<source>") -> dict:
         found[key] = categories
     if found["expect"] is None:
         raise ValueError(f"{where}: a wrong candidate must state its categories in a '# expect: a|b' line")
-    return {**found, "gpu_only": gpu_only}
+    return {**found, "gpu_only": gpu_only, "precision": precision}
 
 
 def python_block(source: str) -> str:

@@ -76,7 +76,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
         size_of = fits.__getitem__
     else:
         size_of = lambda pid: size  # noqa: E731
-    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size_of(c.problem_id)) for c in cases]
+    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=size_of(c.problem_id), precision=c.precision)
+            for c in cases]
     reqs += [EvalRequest(problem=pid, candidate=src, size=size_of(pid)) for pid, src in goods]
     t = time.perf_counter()
     rows: list = [None] * len(reqs)

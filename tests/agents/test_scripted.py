@@ -158,6 +158,8 @@ def test_known_bad_suite_parses_expectations(problems_root):
         ("# expect: inaccurate||unwritten\n", "categories"),
         ("# expect: writes zeros\n", "categories"),
         ("# expect:\n", "categories"),
+        ("# expect: inaccurate\n# precision: fp16\n", "precision"),
+        ("# expect: inaccurate\n# precision: bf16\n# precision: fp32\n", "precision"),
     ],
 )
 def test_parse_expectations_rejects_mislabelled_candidates(source, message):
@@ -172,6 +174,14 @@ def test_parse_expectations_reads_only_column_zero_comments():
     assert parsed["expect_cpu"] is None
     assert parsed["gpu_only"] is True
     assert parse_expectations("# expect: crash\n# gpu-only-ish\n")["gpu_only"] is False
+
+
+def test_a_wrong_candidate_may_name_the_precision_it_is_judged_at():
+    """``# precision: bf16`` travels to the suite's request; without it the problem's default (None)."""
+    assert parse_expectations("# expect: inaccurate\n# Precision: BF16\n")["precision"] == "bf16"
+    assert parse_expectations("# expect: inaccurate\n")["precision"] is None
+    fp8 = next(c for c in known_bad_suite() if c.id == "kernelbench/level1/1:fp8_dot")
+    assert fp8.precision == "bf16"
 
 
 def test_known_bad_suite_stops_on_a_mislabelled_file(problems_root):
