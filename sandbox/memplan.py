@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 from kbenv.problems import PRECISIONS, Problem, ProblemError, get_problem, load_namespace
-from kbenv.rewards import precision as fp32_contract
+from kbenv.rewards import precision as precision_contract
 from kbenv.sandbox.process import WRITE_QUOTA_BYTES
 
 GiB = 1 << 30
@@ -251,9 +251,10 @@ class Footprint:
         reference_param_bytes: parameters and buffers in fp32 (the reference always runs in fp32).
         reference_upcast_bytes: the fp32 copies of floating-point inputs made when the precision is not fp32.
         reference_forward_peak_bytes: the most the fp32 reference forward allocates at once.
-        contract_copy_bytes: at fp32, where the reference runs a matmul or convolution, the TF32-rounded copies of
-            its floating-point inputs and weights that the fp32 contract's measurement makes
-            (``References.contract``); 0 otherwise.
+        contract_copy_bytes: where the reference runs a matmul or convolution, what the precision contract's
+            measurement adds (``References.contract``): at fp32 the TF32-rounded copies of its floating-point
+            inputs and weights; at bf16 the native bf16 forward's outputs and one rounded copy, held beside the
+            fp32 forward; 0 otherwise.
     """
 
     input_bytes: int
@@ -308,13 +309,16 @@ def footprint(problem: Problem, size: str, precision: str, overrides: dict | Non
     contract = 0
     if precision == "fp32":
         ref_params, upcast, ref_peak = sum(_nbytes(p) for p in params), 0, run.forward_peak_bytes
-        if fp32_contract.tensor_core_eligible(run.model, run.inputs) is not False:  # None: it may be
+        if precision_contract.tensor_core_eligible(run.model, run.inputs) is not False:  # None: it may be
             contract = sum(_nbytes(t) for t in ins + params if t.dtype == torch.float32)
     else:
         ref = run_on_meta(ns, torch.float32)
         ref_params = sum(_nbytes(p) for p in list(ref.model.parameters()) + list(ref.model.buffers()))
         upcast = sum(_nbytes(x) for x in ref.inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
         ref_peak = ref.forward_peak_bytes
+        if precision_contract.tensor_core_eligible(ref.model, ref.inputs) is not False:  # the bf16 contract holds
+            contract = 2 * sum(_nbytes(o) for o in run.outputs)  # the native outputs and a rounded copy beside
+            # the fp32 forward (the native forward itself runs first, alone: less than the fp32 one)
     fp = Footprint(
         input_bytes=sum(_nbytes(x) for x in ins),
         input_slot_bytes=sum(_align(_nbytes(x)) for x in ins),

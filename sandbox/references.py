@@ -17,7 +17,7 @@ import torch
 
 from kbenv.problems import PRECISIONS, Problem, make_inputs, make_model
 from kbenv.rewards import checks as C
-from kbenv.rewards import precision as fp32_contract
+from kbenv.rewards import precision as precision_contract
 
 MODEL_SEED = 42  # public and fixed: the candidate must build the same random weights as the reference
 
@@ -59,11 +59,14 @@ class ProblemState:
 @dataclasses.dataclass(frozen=True)
 class Contract:
     """What default-domain outputs (the official, fresh and timed calls) are held to: the problem's tolerance
-    override, tightened at fp32 where a TF32 shortcut would pass it (:mod:`kbenv.rewards.precision`)."""
+    override, tightened where the reference runs a matmul or convolution: at fp32 below a TF32 shortcut's error,
+    at bf16 to a few times honest bf16 arithmetic's (:mod:`kbenv.rewards.precision`)."""
 
     tolerance: dict  # a tolerance override, as ``Problem.tolerance``
     eligible: bool  # the reference runs a tensor-core-eligible op
-    shortcut_error: float | None  # the reference's TF32 error, relative Frobenius (precision.shortcut_errors)
+    # relative Frobenius: at fp32 the reference's TF32 error (precision.shortcut_errors), at bf16 PyTorch's own
+    # bf16 error, at least the output's rounding (precision.bf16_errors)
+    shortcut_error: float | None
     rel_frobenius: float  # the bound that results
 
     def facts(self) -> dict:
@@ -80,7 +83,7 @@ class References:
     """Per-(problem, size, precision) reference state with an LRU byte budget for cached pairs."""
 
     def __init__(self, device: torch.device, budget_bytes: int):
-        fp32_contract.ieee_fp32()  # references are IEEE fp32 (this process's setting: the supervisor's)
+        precision_contract.ieee_fp32()  # references are IEEE fp32 (this process's setting: the supervisor's)
         self.device = device
         self.budget = budget_bytes
         self._states: OrderedDict[tuple, ProblemState] = OrderedDict()
@@ -147,22 +150,28 @@ class References:
         return outs
 
     def contract(self, st: ProblemState, official: tuple[list, list]) -> Contract:
-        """The default-domain tolerance of ``st``, measured once on its official pair. At fp32, where the reference
-        runs a matmul or convolution (found on meta tensors), it runs again on operands rounded to TF32 and, on
-        cuda, with TF32 switched on for that forward (process-wide switches: this runs at an evaluation's start,
-        before any other work of it, and a supervisor runs one evaluation at a time); each forward's memory is
-        that of a broader-domain pair."""
+        """The default-domain tolerance of ``st``, measured once on its official pair, where the reference runs a
+        matmul or convolution (found on meta tensors; :mod:`kbenv.rewards.precision`). At fp32 it runs again on
+        operands rounded to TF32 and, on cuda, with TF32 switched on for that forward (process-wide switches:
+        this runs at an evaluation's start, before any other work of it, and a supervisor runs one evaluation at
+        a time); each forward's memory is that of a broader-domain pair. At bf16 the fp32 reference and the
+        problem's native bf16 model run once each (the memory plan's contract term)."""
         if st.contract is None:
             tol = C.tolerances(st.precision, st.problem.tolerance)["rel_frobenius"]
-            eligible, errors = False, []
-            if st.precision == "fp32":
-                try:
-                    eligible, errors = fp32_contract.shortcut_errors(st.model, official[0], official[1])
-                except torch.OutOfMemoryError:
-                    raise  # judged by who held the memory (Supervisor.oom_verdict)
-                except Exception as e:  # noqa: BLE001
-                    raise HarnessError(f"{st.problem.id}: the reference failed on TF32-rounded operands: {e!r}") from e
-            bound = fp32_contract.downgrade_bound(errors, eligible, tol)
+            fp32 = st.precision == "fp32"
+            try:
+                if fp32:
+                    eligible, errors = precision_contract.shortcut_errors(st.model, official[0], official[1])
+                else:
+                    eligible, errors = precision_contract.bf16_errors(st.model, st.native, official[0],
+                                                                      PRECISIONS[st.precision])
+            except torch.OutOfMemoryError:
+                raise  # judged by who held the memory (Supervisor.oom_verdict)
+            except Exception as e:  # noqa: BLE001
+                what = "on TF32-rounded operands" if fp32 else f"in {st.precision}"
+                raise HarnessError(f"{st.problem.id}: the reference failed {what}: {e!r}") from e
+            bound = (precision_contract.downgrade_bound if fp32 else precision_contract.rounding_bound)(
+                errors, eligible, tol)
             override = {k: dict(v) if isinstance(v, dict) else v for k, v in (st.problem.tolerance or {}).items()}
             if bound < tol:
                 override.setdefault(st.precision, {})["rel_frobenius"] = bound

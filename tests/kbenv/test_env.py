@@ -26,7 +26,7 @@ class _NoEvaluator:
         raise AssertionError("a random action reached the evaluator")
 
 
-@pytest.mark.parametrize("env_id", ["kbenv/KernelBench-v2", "kbenv/DLRMBench-v2"])
+@pytest.mark.parametrize("env_id", ["kbenv/KernelBench-v3", "kbenv/DLRMBench-v3"])
 def test_check_env(env_id):
     env = gym.make(env_id, evaluator=_NoEvaluator(), device=DEVICE).unwrapped
     check_env(env, skip_render_check=True)
@@ -90,9 +90,9 @@ def test_vector_env_and_batch_score(pool):
 from kbfakes import BAD, GOOD, FakePool  # noqa: E402
 
 
-def test_v0_and_v1_ids_fail_with_a_message_naming_v2():
-    for old, new in (("kbenv/KernelBench-v0", "kbenv/KernelBench-v2"), ("kbenv/DLRMBench-v0", "kbenv/DLRMBench-v2"),
-                     ("kbenv/KernelBench-v1", "kbenv/KernelBench-v2"), ("kbenv/DLRMBench-v1", "kbenv/DLRMBench-v2")):
+def test_v0_v1_and_v2_ids_fail_with_a_message_naming_v3():
+    for old, new in [(f"kbenv/{name}-{v}", f"kbenv/{name}-v3") for name in ("KernelBench", "DLRMBench")
+                     for v in ("v0", "v1", "v2")]:
         with pytest.raises(gym.error.DeprecatedEnv, match=new):
             gym.make(old, evaluator=_NoEvaluator())
 

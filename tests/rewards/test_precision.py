@@ -1,7 +1,9 @@
-"""The fp32 contract (rewards/precision.py): a TF32 shortcut fails the measured bound, IEEE fp32 passes it.
+"""The precision contract (rewards/precision.py): at fp32 a TF32 shortcut fails the measured bound and IEEE fp32
+passes it; at bf16 a GEMM that reads only part of K fails it and fp32 accumulation passes it.
 
-The candidates themselves (known-bad ``1:tf32_dot``, known-good ``1:correct``) run through the whole sandbox in
-tests/sandbox/test_known_bad_suite.py; here the parts, on plain tensors and the problems' own references.
+The candidates themselves (known-bad ``1:tf32_dot`` and ``1:skip_k_when_positive``, known-good ``1:correct``)
+run through the whole sandbox in tests/sandbox/test_known_bad_suite.py; here the parts, on plain tensors and the
+problems' own references.
 """
 
 import torch
@@ -106,10 +108,51 @@ def test_a_problem_s_own_override_is_kept_with_its_notes():
     assert contract.rel_frobenius == get_problem("kernelbench/level1/40").tolerance["fp32"]["rel_frobenius"]
 
 
-def test_problems_without_a_tensor_core_op_and_bf16_keep_their_bounds():
-    contract, _ = _contract("kernelbench/level1/19")  # ReLU
-    assert not contract.eligible and contract.rel_frobenius == 1e-4
-    assert contract.tolerance == (get_problem("kernelbench/level1/19").tolerance or {})
-    contract, _ = _contract("kernelbench/level1/1", "bf16")  # a bf16 problem asks for no fp32 arithmetic
-    assert contract.rel_frobenius == C.tolerances("bf16")["rel_frobenius"] and contract.shortcut_error is None
+def test_problems_without_a_tensor_core_op_keep_their_bounds():
+    for precision, fixed in (("fp32", 1e-4), ("bf16", C.tolerances("bf16")["rel_frobenius"])):
+        contract, _ = _contract("kernelbench/level1/19", precision)  # ReLU
+        assert not contract.eligible and contract.rel_frobenius == fixed and contract.shortcut_error is None
+        assert contract.tolerance == (get_problem("kernelbench/level1/19").tolerance or {})
+
+
+def _skip_k(a: torch.Tensor, b: torch.Tensor, skip: int) -> torch.Tensor:
+    """A GEMM that reads every K index but one in ``skip`` and rescales: the statistical shortcut."""
+    keep = torch.arange(a.shape[1]) % skip != 0
+    return a[:, keep].float() @ b[keep].float() * (skip / (skip - 1))
+
+
+def test_bf16_contract_holds_a_matmul_to_twice_its_own_rounding():
+    contract, st = _contract("kernelbench/level1/1", "bf16")
+    a, b = make_inputs(st.ns, 7, "default", "cpu", torch.bfloat16)
+    exact = a.float() @ b.float()
+    rounding = (torch.linalg.vector_norm(exact.bfloat16().float() - exact) / torch.linalg.vector_norm(exact)).item()
+    assert contract.eligible and 1e-3 < contract.shortcut_error < 3e-3  # bf16 rounds to 8 mantissa bits
+    assert contract.shortcut_error >= rounding * (1 - 1e-6)
+    assert contract.rel_frobenius == P.ROUNDINGS * contract.shortcut_error
+    assert contract.tolerance["bf16"]["rel_frobenius"] == contract.rel_frobenius
+
+
+def test_bf16_default_domain_rejects_a_partial_k_read_and_accepts_fp32_accumulation():
+    contract, st = _contract("kernelbench/level1/1", "bf16")
+    fixed = get_problem("kernelbench/level1/1").tolerance
+    a, b = make_inputs(st.ns, 7, "default", "cpu", torch.bfloat16)
+    ref = (a.float() @ b.float()).bfloat16()
+    half = a.shape[1] // 2  # an honest kernel's other accumulation order, and one with bf16 split-K partials
+    reordered = (a[:, :half].float() @ b[:half].float() + a[:, half:].float() @ b[half:].float()).bfloat16()
+    partials = ((a[:, :half].float() @ b[:half].float()).bfloat16().float()
+                + (a[:, half:].float() @ b[half:].float()).bfloat16().float()).bfloat16()
+    skipped = _skip_k(a, b, 64).bfloat16()  # one K index in 64: what passes the fixed bound at this size
+    passes = lambda out, tol: all(c.passed for c in C.check_error(ref, out, "bf16", 0, tol))  # noqa: E731
+    assert passes(skipped, fixed) and not passes(skipped, contract.tolerance)
+    assert passes(reordered, contract.tolerance) and passes(partials, contract.tolerance)
+    exact = a.float() @ b.float()  # truncated to bf16 instead of rounded (a bit shift): honest, and inside
+    truncated = (exact.view(torch.int32) & ~0xFFFF).view(torch.float32).bfloat16()
+    assert passes(truncated, contract.tolerance)
+
+
+def test_rounding_bound_clamps():
+    assert P.rounding_bound([1e-3], True, 2e-2) == P.ROUNDINGS * 1e-3
+    assert P.rounding_bound([0.5], True, 2e-2) == 2e-2  # never wider than the fixed bound
+    assert P.rounding_bound([1e-3], False, 2e-2) == 2e-2
+    assert P.rounding_bound([None, 0.0], True, 2e-2) == 2e-2  # nothing measured: the fixed bound
 
