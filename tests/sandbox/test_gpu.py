@@ -221,3 +221,36 @@ def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fa
             assert r.verdict == verdict, (name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
     finally:
         sup.close()
+
+
+def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_read(cache_dir):
+    """rewards/precision.py at bf16 on cuda (stop 31, not yet run on a GPU): problem 1's bound is three times
+    PyTorch's own bf16 error (cuBLAS's reductions included) and at least three roundings; the known-good Triton
+    GEMM (tensor-core bf16, fp32 accumulation) passes it at full size, the GEMM that reads three quarters of K
+    on positive operands fails it, and the FP8 GEMM is rejected (on the official inputs or on N(0, 1))."""
+    from pathlib import Path
+
+    import torch
+
+    import kbenv.problems
+    from kbenv.problems import get_problem
+    from kbenv.sandbox.references import References
+    from kbenv.sandbox.supervisor import Supervisor
+
+    refs = References(torch.device("cuda"), 8 << 30)
+    st = refs.state(get_problem("kernelbench/level1/1"), "full", "bf16")
+    contract = refs.contract(st, refs.pair(st, 11, "default"))
+    assert contract.eligible and 1e-3 < contract.shortcut_error < 4e-3 and contract.rel_frobenius < 2e-2, contract
+    refs.clear()
+    solutions = Path(kbenv.problems.__file__).parent / "kernelbench" / "solutions" / "1"
+    sup = Supervisor(device="cuda", cache_dir=cache_dir)
+    try:
+        for name, verdicts in (("wrong/skip_k_when_positive.py", ("inaccurate",)),
+                               ("wrong/fp8_dot.py", ("inaccurate", "distribution")),
+                               ("correct/triton.py", (None,))):
+            r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=(solutions / name).read_text(),
+                                         size="full", precision="bf16", measure_time=False))
+            assert r.category in verdicts and (r.verdict == "pass") == (verdicts == (None,)), (
+                name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
+    finally:
+        sup.close()
