@@ -2,7 +2,7 @@
 
 Public API:
 
-- environments ``kbenv/KernelBench-v3`` and ``kbenv/DLRMBench-v3`` (``gymnasium.make``), :class:`KernelEnv`,
+- environments ``kbenv/KernelBench-v4`` and ``kbenv/DLRMBench-v4`` (``gymnasium.make``), :class:`KernelEnv`,
   :class:`KernelVectorEnv`;
 - batch scoring for trainers that do not step an env: :func:`score`, :func:`trl_reward_func`;
 - problems: :func:`list_problems`, :func:`get_problem`;

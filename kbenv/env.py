@@ -1,10 +1,14 @@
 """Gymnasium environments: one episode is one problem; an action is the model's reply text.
 
-``kbenv/KernelBench-v3`` (KernelBench level 1) and ``kbenv/DLRMBench-v3`` (DLRM-Bench) are registered on
+``kbenv/KernelBench-v4`` (KernelBench level 1) and ``kbenv/DLRMBench-v4`` (DLRM-Bench) are registered on
 import of :mod:`kbenv`. See :class:`KernelEnv` for the contract (observation, action, reward, episode end,
 info, arguments).
 
 Version history:
+    v4: timed calls of matmul and convolution problems draw zero-mean inputs (``rewards/precision.py``,
+        ``timed_domain``), held to the contract measured on that domain, so a path only the positive official
+        inputs take is never timed; speedups of those problems change. Asking for ``-v0`` to ``-v3`` raises
+        ``gymnasium.error.DeprecatedEnv`` naming ``-v4``.
     v3: the bf16 contract (``rewards/precision.py``): at bf16, matmul and convolution problems' default-domain
         outputs are held to three times PyTorch's own bf16 error instead of the fixed 2e-2. Asking for ``-v0``,
         ``-v1`` or ``-v2`` raises ``gymnasium.error.DeprecatedEnv`` naming ``-v3``.
@@ -29,7 +33,7 @@ from kbenv.problems import get_problem, list_problems
 from kbenv.prompts import feedback_prompt, followup_prompt, problem_prompt, system_prompt
 from kbenv.sandbox.result import EvalResult
 
-ENV_VERSION = "v3"  # v3: the bf16 contract (rewards/precision.py) changed bf16 tolerances (v2: the fp32 one)
+ENV_VERSION = "v4"  # v4: zero-mean timed inputs where the contract applies (v3: the bf16 contract; v2: fp32's)
 ENV_IDS = {"kernelbench": f"kbenv/KernelBench-{ENV_VERSION}", "dlrm": f"kbenv/DLRMBench-{ENV_VERSION}"}
 
 CHARSET = string.printable  # ASCII printable plus \t\n\r\x0b\x0c; other characters are replaced by '?'
@@ -331,8 +335,8 @@ def make_dlrm_env(**kwargs) -> KernelEnv:
 
 
 def register_envs() -> None:
-    """Register ``kbenv/KernelBench-v3`` and ``kbenv/DLRMBench-v3`` (v0, v1 and v2 are left unregistered, so that
-    ``gymnasium.make`` of any of them raises ``DeprecatedEnv`` naming v3)."""
+    """Register ``kbenv/KernelBench-v4`` and ``kbenv/DLRMBench-v4`` (v0 to v3 are left unregistered, so that
+    ``gymnasium.make`` of any of them raises ``DeprecatedEnv`` naming v4)."""
     if ENV_IDS["kernelbench"] not in gym.registry:
         gym.register(id=ENV_IDS["kernelbench"], entry_point="kbenv.env:make_kernelbench_env",
                      disable_env_checker=True)

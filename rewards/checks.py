@@ -337,7 +337,7 @@ def check_timed_output(ref: torch.Tensor, out: torch.Tensor, precision: str, nam
 
     The max error over max|y| and the relative Frobenius error within the tolerance (a stale, wrong or coarse
     output: ``replay``); then, when both pass and the trials measured one, the relative Frobenius error within
-    ``CONSISTENCY_FACTOR`` times the candidate's own error in its default-domain trials, or a 100th of the
+    ``CONSISTENCY_FACTOR`` times the candidate's own error in the trials of the domain timed calls draw from, or a 100th of the
     tolerance (``timing_tamper``): a candidate that computes less accurately only when timed (it can tell its
     trials by their place, an evaluation's first blocks) must not be paid for the cheaper arithmetic. Integer
     outputs are compared exactly. Whole outputs, not samples: an honest kernel's error concentrated in a few
@@ -358,7 +358,7 @@ def check_timed_output(ref: torch.Tensor, out: torch.Tensor, precision: str, nam
         bound = max(CONSISTENCY_FACTOR * trial_rel_frobenius, tol["rel_frobenius"] / 100)
         out_checks.append(Check(f"{name}_as_accurate_as_trials", rel_f <= bound, rel_f, bound,
                                 f"||y'-y||_F / ||y||_F of a timed call against {CONSISTENCY_FACTOR:g}x its "
-                                f"default-domain trials' ({trial_rel_frobenius:.3g})", category="timing_tamper"))
+                                f"trials' on the same domain ({trial_rel_frobenius:.3g})", category="timing_tamper"))
     return out_checks
 
 

@@ -28,9 +28,9 @@ reference's own error times sqrt 2) and 3-4x below the tensor-core shortcut. At 
 
 What stays open: TF32 with operands rounded to nearest and IEEE fp32 accumulation outside the tensor core (an FADD
 per MMA step) is only 0.4-5.6e-6 off on problems 1, 2, 4, 6, 13 and 16-18 at full size, below their bounds, and
-passes there (on 3, 7-11, 14 and 15 it fails). Centred official inputs for those problems would make every TF32
-variant fail (zero-mean operands cancel: 3e-4), at the price of departing from KernelBench's inputs, a version bump
-of its own. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should;
+passes their official inputs (on 3, 7-11, 14 and 15 it fails). Zero-mean operands cancel (3e-4 off), so since v4
+its timed calls, drawn from the zero-mean timed domain (below) and held to the contract measured there, pay it
+only for what it does on those; 13 has no zero-mean domain and stays open. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should;
 the physical floor's fp32 rate is the TF32 tensor-core rate for that reason (``sandbox/peaks.py``).
 
 **bf16** (:func:`bf16_errors`, :func:`rounding_bound`). bf16's fixed bound (2e-2, the KernelBench paper's) is an
@@ -50,10 +50,21 @@ bf16 4.2e-3 (1.3x inside); skipping 1/8 of K is 5.9e-3 off and 1/4 8.4e-3 (rejec
 skipping up to about 1/10 (1/12: 4.9e-3, 1/16: 4.4e-3, as far off as truncation): it earns at most about 10%.
 At the CPU test size (K = 64) every skip of 1/64 or more is rejected (1.3e-2).
 
-Not closed at bf16: FP8 operands with fp32 accumulation (known-bad ``1:fp8_dot``) are 1.9e-3 off on the positive
-official inputs, as accurate as an honest bf16 GEMM there, and pass; on zero-mean inputs they are 3.7e-2 off and
-the broader domain rejects them, unless the kernel dispatches on the operands' sign. README "Precision" says what
-would close it.
+FP8 operands with fp32 accumulation (known-bad ``1:fp8_dot``) are 1.9e-3 off on the positive official inputs at
+full size, as accurate as an honest bf16 GEMM there, and pass them; on zero-mean inputs they are 3.7e-2 off and
+the broader domain rejects them. A kernel that dispatches on the operands' sign (FP8 where they are non-negative,
+an honest GEMM elsewhere) is correct on everything it sees; what it must not be is paid for the FP8 path.
+
+**Timed inputs are zero-mean where the reference runs a tensor-core op** (:func:`timed_domain`). Every shortcut
+above exploits the same thing: the official inputs of KernelBench's matmuls are positive, so rounding errors
+average out over the reduction. So where the reference runs a tensor-core-eligible op and the problem has a
+zero-mean domain (``signed_uniform``, else ``normal``), the timing phase draws every timed call's inputs from
+that domain, its re-checks hold the timed outputs to the contract measured on that domain (and to the
+candidate's own error in that domain's trials), and a path that only non-negative operands take never runs
+while the candidate is timed. Its speed is that of the path the zero-mean inputs take (known-bad
+``1:fp8_when_positive``). Dense matmul and convolution speed does not depend on the values, and the baselines
+are timed on the same inputs. The four eligible problems with no zero-mean domain (13-15: symmetric and
+triangular matrices; dlrm/8) keep official timed inputs, so there the dispatch stays open.
 """
 
 from __future__ import annotations
@@ -198,6 +209,20 @@ def shortcut_errors(model: torch.nn.Module, inputs: list, reference: list) -> tu
     if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
         hardware = hardware_errors(model, inputs, reference)
     return True, [max((e for e in pair if e is not None), default=None) for pair in zip(rounded, hardware)]
+
+
+ZERO_MEAN = ("signed_uniform", "normal")  # the domains timed calls draw from where the contract applies
+
+
+def timed_domain(domains: tuple, eligible: bool) -> str:
+    """The domain every timed call's inputs are drawn from: where the reference runs a tensor-core-eligible op,
+    the problem's first zero-mean domain (:data:`ZERO_MEAN`), so that no path that only the positive official
+    inputs take runs while the candidate is timed; else (or where the problem has none) the official one."""
+    if eligible:
+        for d in ZERO_MEAN:
+            if d in domains:
+                return d
+    return "default"
 
 
 def downgrade_bound(errors: list, eligible: bool, tolerance: float) -> float:

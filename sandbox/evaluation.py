@@ -18,6 +18,7 @@ import torch
 
 from kbenv.problems import get_problem
 from kbenv.rewards import checks as C
+from kbenv.rewards import precision as precision_contract
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks, trial_errors
 from kbenv.sandbox import decoy, protocol
@@ -66,7 +67,7 @@ class Evaluation:
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
-        self.trial_errors: dict[int, float] = {}  # per output: the default-domain trials' relative error
+        self.trial_errors: dict[int, float] = {}  # per output: the timed domain's trials' relative error
         self._ticks = threading.Lock()
 
     def _tick(self, name: str, t0: float) -> None:
@@ -88,9 +89,14 @@ class Evaluation:
             res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
         try:
             self.st = self.sup.refs.state(problem, req.size, self.precision)
-            self.official = self.sup.refs.pair(self.st, self.sup.secret.seed(problem.id, req.size, "official"),
-                                               "default")
-            self.contract = self.sup.refs.contract(self.st, self.official)
+            official_seed = self.sup.secret.seed(problem.id, req.size, "official")
+            self.official = self.sup.refs.pair(self.st, official_seed, "default")
+            self.contract = self.sup.refs.contract(self.st, official_seed)
+            # timed calls draw zero-mean inputs where the contract applies (precision.timed_domain), held to the
+            # contract measured on that domain
+            self.timed_domain = precision_contract.timed_domain(problem.domains, self.contract.eligible)
+            self.timed_contract = self.sup.refs.contract(
+                self.st, self.sup.secret.seed(problem.id, req.size, "timed_contract"), self.timed_domain)
             self.layout = self.sup.layout_for(self.st, self.official[0])
         except torch.OutOfMemoryError as e:
             # no executor of this evaluation exists yet: the memory is an earlier candidate's, still dying (run
@@ -100,6 +106,9 @@ class Evaluation:
             raise HarnessError(f"{problem.id}: the references ran out of device memory with no candidate "
                                f"process alive: {e}") from e
         res.facts["default_domain_tolerance"] = self.contract.facts()
+        res.facts["timed_domain"] = self.timed_domain
+        if self.timed_domain != "default":
+            res.facts["timed_domain_tolerance"] = self.timed_contract.facts()
         t0 = time.monotonic()
         try:
             proc = self.sup.pool.take()
@@ -143,7 +152,8 @@ class Evaluation:
         beside = DecoyRun(self)  # the decoy's own executor runs beside correctness (nothing in them is timed)
         try:
             per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
-            self.trial_errors = trial_errors(per_trial)  # what timed outputs are held to (timing_phase._recheck)
+            # what timed outputs are held to (timing_phase._recheck): the trials of the domain they are drawn from
+            self.trial_errors = trial_errors(per_trial, self.timed_domain)
             verdict = judge_checks(per_trial)
             res.correct = verdict.correct
             if not verdict.passed:
@@ -305,7 +315,10 @@ class Evaluation:
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed, meta) -> tuple[str, list]:
         trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b, meta, PATTERN_A, PATTERN_B)
-        tolerance = self.contract.tolerance if trial.domain == "default" else self.problem.tolerance
+        # the default domain and the timed domain are held to their contracts (the same as the problem's own
+        # tolerance where the contract does not apply), the other broader domains to the problem's tolerance
+        tolerance = {"default": self.contract.tolerance, self.timed_domain: self.timed_contract.tolerance}.get(
+            trial.domain, self.problem.tolerance)
         cs = correctness_checks(trial, self.precision, self.problem.invariants, tolerance, seed=seed)
         cs.append(mutation)
         return trial.domain, cs

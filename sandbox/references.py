@@ -53,14 +53,17 @@ class ProblemState:
     native: torch.nn.Module  # the model at the problem's precision (gives output dtypes)
     refs: OrderedDict = dataclasses.field(default_factory=OrderedDict)  # (seed, domain) -> (inputs, outputs)
     out_specs: list | None = None  # (dtype, shape) of each output
-    contract: "Contract | None" = None  # the tolerance of default-domain outputs (References.contract)
+    # domain -> the tolerance its outputs are held to where the contract applies (References.contract): the
+    # default domain's, and the timed domain's where timed calls draw from another (precision.timed_domain)
+    contracts: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Contract:
-    """What default-domain outputs (the official, fresh and timed calls) are held to: the problem's tolerance
-    override, tightened where the reference runs a matmul or convolution: at fp32 below a TF32 shortcut's error,
-    at bf16 to a few times honest bf16 arithmetic's (:mod:`kbenv.rewards.precision`)."""
+    """What one domain's outputs are held to (the default domain's: the official and fresh calls; the timed
+    domain's: the timed calls): the problem's tolerance override, tightened where the reference runs a matmul or
+    convolution: at fp32 below a TF32 shortcut's error, at bf16 to a few times honest bf16 arithmetic's, each
+    measured on that domain (:mod:`kbenv.rewards.precision`)."""
 
     tolerance: dict  # a tolerance override, as ``Problem.tolerance``
     eligible: bool  # the reference runs a tensor-core-eligible op
@@ -149,35 +152,38 @@ class References:
             outs = [o.to(d) for o, (d, _) in zip(outs, st.out_specs)]
         return outs
 
-    def contract(self, st: ProblemState, official: tuple[list, list]) -> Contract:
-        """The default-domain tolerance of ``st``, measured once on its official pair, where the reference runs a
-        matmul or convolution (found on meta tensors; :mod:`kbenv.rewards.precision`). At fp32 it runs again on
+    def contract(self, st: ProblemState, seed: int, domain: str = "default") -> Contract:
+        """The tolerance of ``st``'s outputs on ``domain``, measured once on its pair for ``seed`` (the official
+        pair for the default domain: already cached), where the reference runs a matmul or convolution (found on
+        meta tensors; :mod:`kbenv.rewards.precision`). At fp32 it runs again on
         operands rounded to TF32 and, on cuda, with TF32 switched on for that forward (process-wide switches:
         this runs at an evaluation's start, before any other work of it, and a supervisor runs one evaluation at
         a time); each forward's memory is that of a broader-domain pair. At bf16 the fp32 reference and the
         problem's native bf16 model run once each (the memory plan's contract term)."""
-        if st.contract is None:
+        if domain not in st.contracts:
             tol = C.tolerances(st.precision, st.problem.tolerance)["rel_frobenius"]
             fp32 = st.precision == "fp32"
+            inputs, outs = self.pair(st, seed, domain, cache=domain == "default")  # the official pair is cached
             try:
                 if fp32:
-                    eligible, errors = precision_contract.shortcut_errors(st.model, official[0], official[1])
+                    eligible, errors = precision_contract.shortcut_errors(st.model, inputs, outs)
                 else:
-                    eligible, errors = precision_contract.bf16_errors(st.model, st.native, official[0],
+                    eligible, errors = precision_contract.bf16_errors(st.model, st.native, inputs,
                                                                       PRECISIONS[st.precision])
             except torch.OutOfMemoryError:
                 raise  # judged by who held the memory (Supervisor.oom_verdict)
             except Exception as e:  # noqa: BLE001
                 what = "on TF32-rounded operands" if fp32 else f"in {st.precision}"
-                raise HarnessError(f"{st.problem.id}: the reference failed {what}: {e!r}") from e
+                raise HarnessError(f"{st.problem.id}: the reference failed {what} on domain {domain}: {e!r}") from e
+            del inputs, outs
             bound = (precision_contract.downgrade_bound if fp32 else precision_contract.rounding_bound)(
                 errors, eligible, tol)
             override = {k: dict(v) if isinstance(v, dict) else v for k, v in (st.problem.tolerance or {}).items()}
             if bound < tol:
                 override.setdefault(st.precision, {})["rel_frobenius"] = bound
             measured = [e for e in errors if e is not None]
-            st.contract = Contract(override, eligible, min(measured) if measured else None, bound)
-        return st.contract
+            st.contracts[domain] = Contract(override, eligible, min(measured) if measured else None, bound)
+        return st.contracts[domain]
 
     def _evict(self) -> None:
         while self._bytes > self.budget:

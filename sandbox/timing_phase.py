@@ -1,7 +1,8 @@
 """The timing phase of one evaluation: the candidate's blocks against its baselines' blocks, on the supervisor's clock.
 
 Set-up (every disposed executor reaped, spares paused, the candidate held, the baselines' leases), then rounds:
-every slot's inputs written, then each side in turn (the order alternating by round) has its output places
+every slot's inputs written (drawn from the evaluation's timed domain: zero-mean where the precision contract
+applies, ``precision.timed_domain``), then each side in turn (the order alternating by round) has its output places
 poisoned, the L2 evicted and one block timed (``kbenv.sandbox.timing.time_block``); after the candidate's block a
 secret quarter of its calls are re-checked. The rounds stop on the plan's rule (``TimingPlan``) and the speedup is
 the ratio of typical times (``kbenv.sandbox.timing.speedup``). Nothing here believes the executor.
@@ -93,7 +94,7 @@ class TimingPhase:
                 regions = [self.lease] + list({id(l.region): l for l in active.values()}.values())
                 with split("inputs"):
                     for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
-                        x = sup.refs.inputs(st, seed, "default")
+                        x = sup.refs.inputs(st, seed, self.ev.timed_domain)  # zero-mean where the contract applies
                         for lease in regions:
                             lease.write_inputs(k, x)
                         del x
@@ -179,21 +180,21 @@ class TimingPhase:
 
     def _recheck(self, seeds: list, rng: torch.Generator, r: int) -> list:
         """With the candidate held after its block: a secret quarter of the block's calls (at least one)
-        re-checked against references for their inputs (drawn again from their seeds), their whole outputs
-        judged as the trials' are and against the trials' own error (``check_timed_output``), and their inputs
-        compared whole with the supervisor's copy (mutation)."""
+        re-checked against references for their inputs (drawn again from their seeds, on the timed domain), their
+        whole outputs judged as that domain's trials are and against those trials' own error
+        (``check_timed_output``), and their inputs compared whole with the supervisor's copy (mutation)."""
         n = len(seeds)
         picks = torch.randperm(n, generator=rng)[:max(1, n // 4)].tolist()
         out = []
         for k in picks:
-            inputs_k = self.sup.refs.inputs(self.st, seeds[k], "default")
-            refs = self.sup.refs.outputs(self.st, inputs_k)
+            inputs_k = self.sup.refs.inputs(self.st, seeds[k], self.ev.timed_domain)
+            refs = self.sup.refs.outputs(self.st, inputs_k, self.ev.timed_domain)
             got = self.lease.read_outputs(k)
             for j, (ref, o) in enumerate(zip(refs, got)):
                 # the whole output, judged as the trials are and against the trials' own error (chunk by chunk: a
                 # float64 copy of a 6 GiB output took 23's re-checks 1 s)
                 out += C.check_timed_output(ref, o, self.precision, f"timed_round{r}_call{k}_output{j}",
-                                            self.ev.trial_errors.get(j), self.ev.contract.tolerance)
+                                            self.ev.trial_errors.get(j), self.ev.timed_contract.tolerance)
             same, detail = self.lease.inputs_unchanged(k, inputs_k)
             if not same:
                 out.append(C.Check(f"timed_round{r}_call{k}_inputs_unchanged", False, detail=detail,

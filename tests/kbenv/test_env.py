@@ -26,7 +26,7 @@ class _NoEvaluator:
         raise AssertionError("a random action reached the evaluator")
 
 
-@pytest.mark.parametrize("env_id", ["kbenv/KernelBench-v3", "kbenv/DLRMBench-v3"])
+@pytest.mark.parametrize("env_id", ["kbenv/KernelBench-v4", "kbenv/DLRMBench-v4"])
 def test_check_env(env_id):
     env = gym.make(env_id, evaluator=_NoEvaluator(), device=DEVICE).unwrapped
     check_env(env, skip_render_check=True)
@@ -90,9 +90,9 @@ def test_vector_env_and_batch_score(pool):
 from kbfakes import BAD, GOOD, FakePool  # noqa: E402
 
 
-def test_v0_v1_and_v2_ids_fail_with_a_message_naming_v3():
-    for old, new in [(f"kbenv/{name}-{v}", f"kbenv/{name}-v3") for name in ("KernelBench", "DLRMBench")
-                     for v in ("v0", "v1", "v2")]:
+def test_v0_to_v3_ids_fail_with_a_message_naming_v4():
+    for old, new in [(f"kbenv/{name}-{v}", f"kbenv/{name}-v4") for name in ("KernelBench", "DLRMBench")
+                     for v in ("v0", "v1", "v2", "v3")]:
         with pytest.raises(gym.error.DeprecatedEnv, match=new):
             gym.make(old, evaluator=_NoEvaluator())
 

@@ -85,7 +85,8 @@ def test_ieee_fp32_turns_tf32_off():
 def _contract(pid, precision="fp32"):
     refs = References(torch.device("cpu"), 1 << 28)
     st = refs.state(get_problem(pid), "small", precision)
-    return refs.contract(st, refs.pair(st, 7, "default")), st
+    refs.pair(st, 7, "default")
+    return refs.contract(st, 7), st
 
 
 def test_problem_1_default_domain_rejects_tf32_and_accepts_ieee():
@@ -156,3 +157,34 @@ def test_rounding_bound_clamps():
     assert P.rounding_bound([1e-3], False, 2e-2) == 2e-2
     assert P.rounding_bound([None, 0.0], True, 2e-2) == 2e-2  # nothing measured: the fixed bound
 
+
+
+def test_timed_calls_of_a_tensor_core_problem_draw_a_zero_mean_domain():
+    """Where the contract applies, timed inputs come from the problem's first zero-mean domain, so that a path
+    only the positive official inputs take never runs while timed; elsewhere, and where the problem has no such
+    domain, from the official one."""
+    assert P.timed_domain(("default", "normal", "signed_uniform", "wide"), True) == "signed_uniform"
+    assert P.timed_domain(("default", "normal"), True) == "normal"
+    assert P.timed_domain(("default",), True) == "default"  # 13-15: symmetric and triangular matrices
+    assert P.timed_domain(("default", "normal", "signed_uniform"), False) == "default"  # no tensor-core op
+    for pid, timed in (("kernelbench/level1/1", "normal"), ("kernelbench/level1/13", "default")):
+        assert P.timed_domain(get_problem(pid).domains, True) == timed
+
+
+def test_the_timed_domain_has_a_contract_of_its_own():
+    """Problem 1 timed on N(0, 1): its contract is measured there (at bf16 the rounding of outputs that change
+    sign), and an FP8-like shortcut that the positive official inputs let through is rejected on it."""
+    refs = References(torch.device("cpu"), 1 << 28)
+    st = refs.state(get_problem("kernelbench/level1/1"), "small", "bf16")
+    refs.pair(st, 7, "default")
+    official, timed = refs.contract(st, 7), refs.contract(st, 8, "normal")
+    assert timed is not official and set(st.contracts) == {"default", "normal"}
+    assert timed.eligible and 1e-3 < timed.shortcut_error < 3e-3
+    assert refs.contract(st, 9, "normal") is timed  # measured once per problem state
+    a, b = make_inputs(st.ns, 8, "normal", "cpu", torch.bfloat16)
+    ref = (a.float() @ b.float()).bfloat16()
+    coarse = (a.float() @ b.float() * (1 + 2 ** -6)).bfloat16()  # a 1.6% scale error, inside bf16's fixed bound
+    passes = lambda out, tol: all(c.passed for c in C.check_error(ref, out, "bf16", 0, tol))  # noqa: E731
+    assert passes(coarse, get_problem("kernelbench/level1/1").tolerance)
+    assert not passes(coarse, timed.tolerance)
+    assert passes((a.float() @ b.float()).bfloat16(), timed.tolerance)

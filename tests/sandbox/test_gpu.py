@@ -208,7 +208,8 @@ def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fa
 
     refs = References(torch.device("cuda"), 8 << 30)
     st = refs.state(get_problem("kernelbench/level1/1"), "full", "fp32")
-    contract = refs.contract(st, refs.pair(st, 11, "default"))
+    refs.pair(st, 11, "default")
+    contract = refs.contract(st, 11)
     assert contract.eligible and contract.shortcut_error > 1e-5 and 4e-6 <= contract.rel_frobenius < 1e-4, contract
     assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     refs.clear()
@@ -224,7 +225,7 @@ def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fa
 
 
 def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_read(cache_dir):
-    """rewards/precision.py at bf16 on cuda (stop 31, not yet run on a GPU): problem 1's bound is three times
+    """rewards/precision.py at bf16 on cuda (stop 31; passed on the H200 at stop 32): problem 1's bound is three times
     PyTorch's own bf16 error (cuBLAS's reductions included) and at least three roundings; the known-good Triton
     GEMM (tensor-core bf16, fp32 accumulation) passes it at full size, the GEMM that reads three quarters of K
     on positive operands fails it, and the FP8 GEMM is rejected (on the official inputs or on N(0, 1))."""
@@ -239,7 +240,8 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
 
     refs = References(torch.device("cuda"), 8 << 30)
     st = refs.state(get_problem("kernelbench/level1/1"), "full", "bf16")
-    contract = refs.contract(st, refs.pair(st, 11, "default"))
+    refs.pair(st, 11, "default")
+    contract = refs.contract(st, 11)
     assert contract.eligible and 1e-3 < contract.shortcut_error < 4e-3 and contract.rel_frobenius < 2e-2, contract
     refs.clear()
     solutions = Path(kbenv.problems.__file__).parent / "kernelbench" / "solutions" / "1"
@@ -252,5 +254,39 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
                                          size="full", precision="bf16", measure_time=False))
             assert r.category in verdicts and (r.verdict == "pass") == (verdicts == (None,)), (
                 name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
+    finally:
+        sup.close()
+
+
+def test_an_fp8_path_taken_only_on_positive_operands_is_timed_as_its_honest_twin(cache_dir):
+    """rewards/precision.py timed_domain (v4): ``1:fp8_when_positive`` takes the FP8 GEMM on problem 1's positive
+    official inputs (and passes them: as accurate as honest bf16 there) and an honest bf16 GEMM elsewhere. Its
+    timed calls draw N(0, 1) inputs, so it is timed on the honest path: its speedup is its twin's (the same source
+    with the dispatch removed) within the two measurements' noise, where official timed inputs would pay the FP8
+    path (up to twice the bf16 rate on Hopper)."""
+    from pathlib import Path
+
+    import kbenv.problems
+    from kbenv.sandbox.supervisor import Supervisor
+
+    src = (Path(kbenv.problems.__file__).parent / "kernelbench" / "solutions" / "1" / "wrong"
+           / "fp8_when_positive.py").read_text()
+    dispatch = "if bool((A.min() >= 0) & (B.min() >= 0)):"
+    assert dispatch in src
+    twin = src.replace(dispatch, "if False:")
+    sup = Supervisor(device="cuda", cache_dir=cache_dir)
+    try:
+        got = {}
+        for name, source in (("twin", twin), ("dispatch", src), ("twin again", twin)):
+            r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=source, size="full",
+                                         precision="bf16"))
+            assert r.verdict == "pass", (name, r.category, r.reason)
+            assert r.facts["timed_domain"] == "normal"
+            got[name] = (r.speedup, r.timings["speedup_rel_ci95"])
+        print("fp8_when_positive against its honest twin (speedup, 95% half-width):", got)
+        lo = min(got["twin"][0], got["twin again"][0])
+        hi = max(got["twin"][0], got["twin again"][0])
+        noise = 2 * max(ci for _, ci in got.values())  # two measurements' half-widths, relative
+        assert lo * (1 - noise) <= got["dispatch"][0] <= hi * (1 + noise), got
     finally:
         sup.close()

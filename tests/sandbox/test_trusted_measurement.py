@@ -460,3 +460,27 @@ def test_the_fence_stops_a_process_forked_after_its_last_scan():
         for q in procs:
             q.send_signal(signal.SIGKILL)
             q.wait()
+
+
+def test_timed_calls_of_a_tensor_core_problem_take_the_path_zero_mean_inputs_take(supervisor):
+    """Class: a path only the official inputs take (KernelBench's matmul inputs are all positive; an FP8 GEMM is
+    as accurate as an honest bf16 one on them, known-bad ``1:fp8_when_positive``). Where the precision contract
+    applies, timed calls draw zero-mean inputs, so a candidate is timed on the path those take: here an honest
+    GEMM that waits 0.3 s per call on operands with a negative value is timed with its wait. Official timed
+    inputs would have timed it without."""
+    from kbenv.agents.scripted import KnownGoodPolicy
+    good = KnownGoodPolicy().act({"problem_id": "kernelbench/level1/1"}).split("```python\n", 1)[1].rsplit("```", 1)[0]
+    src = good + textwrap.dedent("""
+        import time as _time
+        _Honest = ModelNew
+
+        class ModelNew(_Honest):
+            def forward(self, A, B):
+                if bool((A < 0).any() | (B < 0).any()):
+                    _time.sleep(0.3)
+                return super().forward(A, B)
+    """)
+    r = supervisor.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=src))
+    assert r.verdict == "pass", (r.category, r.reason, r.error)
+    assert r.facts["timed_domain"] == "normal" and r.facts["timed_domain_tolerance"]["tensor_core_op"]
+    assert min(r.timings["per_call_ms"]) >= 250, r.timings["per_call_ms"]
