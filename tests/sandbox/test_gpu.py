@@ -261,9 +261,10 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
 def test_an_fp8_path_taken_only_on_positive_operands_is_timed_as_its_honest_twin(cache_dir):
     """rewards/precision.py timed_domain (v4): ``1:fp8_when_positive`` takes the FP8 GEMM on problem 1's positive
     official inputs (and passes them: as accurate as honest bf16 there) and an honest bf16 GEMM elsewhere. Its
-    timed calls draw N(0, 1) inputs, so it is timed on the honest path: its speedup is its twin's (the same source
-    with the dispatch removed) within the two measurements' noise, where official timed inputs would pay the FP8
-    path (up to twice the bf16 rate on Hopper)."""
+    timed calls draw N(0, 1) inputs, so it is timed on the honest path plus its own sign check: it earns no more
+    than its twin (the same source with the dispatch removed), within the two measurements' noise, where official
+    timed inputs would pay the FP8 path (up to twice the bf16 rate on Hopper). (H200, stop 32: 0.359x against the
+    twin's 0.437x and 0.435x; the check reads both operands every call.)"""
     from pathlib import Path
 
     import kbenv.problems
@@ -284,9 +285,8 @@ def test_an_fp8_path_taken_only_on_positive_operands_is_timed_as_its_honest_twin
             assert r.facts["timed_domain"] == "normal"
             got[name] = (r.speedup, r.timings["speedup_rel_ci95"])
         print("fp8_when_positive against its honest twin (speedup, 95% half-width):", got)
-        lo = min(got["twin"][0], got["twin again"][0])
         hi = max(got["twin"][0], got["twin again"][0])
         noise = 2 * max(ci for _, ci in got.values())  # two measurements' half-widths, relative
-        assert lo * (1 - noise) <= got["dispatch"][0] <= hi * (1 + noise), got
+        assert got["dispatch"][0] <= hi * (1 + noise), got
     finally:
         sup.close()
