@@ -337,8 +337,8 @@ def check_timed_output(ref: torch.Tensor, out: torch.Tensor, precision: str, nam
 
     The max error over max|y| and the relative Frobenius error within the tolerance (a stale, wrong or coarse
     output: ``replay``); then, when both pass and the trials measured one, the relative Frobenius error within
-    ``CONSISTENCY_FACTOR`` times the candidate's own error in the trials of the domain timed calls draw from, or a 100th of the
-    tolerance (``timing_tamper``): a candidate that computes less accurately only when timed (it can tell its
+    ``CONSISTENCY_FACTOR`` times the candidate's own error in the trials of the domain timed calls draw from, or a
+    100th of the tolerance (``timing_tamper``): a candidate that computes less accurately only when timed (it can tell its
     trials by their place, an evaluation's first blocks) must not be paid for the cheaper arithmetic. Integer
     outputs are compared exactly. Whole outputs, not samples: an honest kernel's error concentrated in a few
     elements would make a sample's estimate swing far past the factor whenever it caught one."""

@@ -30,8 +30,9 @@ What stays open: TF32 with operands rounded to nearest and IEEE fp32 accumulatio
 per MMA step) is only 0.4-5.6e-6 off on problems 1, 2, 4, 6, 13 and 16-18 at full size, below their bounds, and
 passes their official inputs (on 3, 7-11, 14 and 15 it fails). Zero-mean operands cancel (3e-4 off), so since v4
 its timed calls, drawn from the zero-mean timed domain (below) and held to the contract measured there, pay it
-only for what it does on those; 13 has no zero-mean domain and stays open. Split-TF32 schemes (three TF32 products per fp32 product) keep fp32 accuracy and pass, as they should;
-the physical floor's fp32 rate is the TF32 tensor-core rate for that reason (``sandbox/peaks.py``).
+only for what it does on those; 13 has no zero-mean domain and stays open. Split-TF32 schemes (three TF32 products
+per fp32 product) keep fp32 accuracy and pass, as they should; the physical floor's fp32 rate is the TF32
+tensor-core rate for that reason (``sandbox/peaks.py``).
 
 **bf16** (:func:`bf16_errors`, :func:`rounding_bound`). bf16's fixed bound (2e-2, the KernelBench paper's) is an
 order of magnitude wider than what an honest bf16 matmul or convolution is off: its products are exact in fp32 and

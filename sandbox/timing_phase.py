@@ -2,10 +2,10 @@
 
 Set-up (every disposed executor reaped, spares paused, the candidate held, the baselines' leases), then rounds:
 every slot's inputs written (drawn from the evaluation's timed domain: zero-mean where the precision contract
-applies, ``precision.timed_domain``), then each side in turn (the order alternating by round) has its output places
-poisoned, the L2 evicted and one block timed (``kbenv.sandbox.timing.time_block``); after the candidate's block a
-secret quarter of its calls are re-checked. The rounds stop on the plan's rule (``TimingPlan``) and the speedup is
-the ratio of typical times (``kbenv.sandbox.timing.speedup``). Nothing here believes the executor.
+applies, ``precision.timed_domain``), then each side in turn (the order alternating by round) has its output
+places poisoned, the L2 evicted and one block timed (``kbenv.sandbox.timing.time_block``); after the candidate's
+block a secret quarter of its calls are re-checked. The rounds stop on the plan's rule (``TimingPlan``) and the
+speedup is the ratio of typical times (``kbenv.sandbox.timing.speedup``). Nothing here believes the executor.
 """
 
 from __future__ import annotations
