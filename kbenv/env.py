@@ -6,9 +6,9 @@ info, arguments).
 
 Version history:
     v4: timed calls of matmul and convolution problems draw zero-mean inputs (``rewards/precision.py``,
-        ``timed_domain``), held to the contract measured on that domain, so a path only the positive official
-        inputs take is never timed; speedups of those problems change. Asking for ``-v0`` to ``-v3`` raises
-        ``gymnasium.error.DeprecatedEnv`` naming ``-v4``.
+        ``timed_domain``; 13-15 gain the ``signs`` domain for it), held to the contract measured on that domain,
+        so a path only the positive official inputs take is never timed; speedups of those problems change.
+        Asking for ``-v0`` to ``-v3`` raises ``gymnasium.error.DeprecatedEnv`` naming ``-v4``.
     v3: the bf16 contract (``rewards/precision.py``): at bf16, matmul and convolution problems' default-domain
         outputs are held to three times PyTorch's own bf16 error instead of the fixed 2e-2. Asking for ``-v0``,
         ``-v1`` or ``-v2`` raises ``gymnasium.error.DeprecatedEnv`` naming ``-v3``.

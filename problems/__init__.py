@@ -39,10 +39,14 @@ FAMILIES = (
     "attention", "embedding", "gather_scatter", "topk", "interaction",
 )
 DOMAINS = ("default", "normal", "signed_uniform", "wide", "structured", "offset", "log_structured", "simplex",
-           "sparse")
+           "sparse", "signs")
 # Domains that keep the problem's own draw and give it structure drawn from the seed (so every part of the input
 # matters and a candidate cannot learn where the mass sits); the others redraw i.i.d. values.
 STRUCTURED_DOMAINS = ("structured", "offset", "log_structured", "simplex", "sparse")
+# ``signs``: the problem's own draw with a random sign per element (symmetric where the draw is square: a symmetric
+# or triangular matrix stays one), so a zero-mean domain for problems whose inputs have a structure no i.i.d.
+# redraw keeps (13-15); the timed domain of those (``rewards.precision.timed_domain``)
+KEPT_DRAW_DOMAINS = STRUCTURED_DOMAINS + ("signs",)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -288,20 +292,33 @@ def sparsify(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return x
 
 
+def flip_signs(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``x`` with each element's sign flipped with probability 1/2 (drawn from ``gen``): zeros, magnitudes and
+    shape are kept, and where the last two axes are square the signs are symmetric in them, so a symmetric or
+    triangular matrix stays one. Positive draws become zero-mean ones."""
+    flip = torch.rand(x.shape, generator=gen, device=x.device) < 0.5
+    if x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
+        upper = torch.triu(flip)
+        flip = upper | torch.triu(flip, diagonal=1).transpose(-1, -2)
+        del upper
+    return torch.where(flip, -x, x)
+
+
 def make_inputs(ns: dict, seed: int, domain: str, device, dtype: torch.dtype, broad_inputs=None) -> list:
     """Draw one input set: ``get_inputs()`` under ``seed`` on ``device``, then the domain's redraw.
 
     Inputs are drawn directly on the device (``torch.device`` context), so the same seed gives the same
     values wherever this runs on the same device type and torch build. The structured domains
     (``STRUCTURED_DOMAINS``, :func:`structure`) keep the draw and give it structure from a generator seeded with
-    ``seed``; the other non-default domains redraw i.i.d. values (:func:`redraw`).
+    ``seed``, ``signs`` keeps it and flips signs (:func:`flip_signs`); the other non-default domains redraw i.i.d.
+    values (:func:`redraw`).
     """
     dev = torch.device(device)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         with dev:
             raw = ns["get_inputs"]()
-        if domain in STRUCTURED_DOMAINS:
+        if domain in KEPT_DRAW_DOMAINS:
             # Structure goes on the problem's own draw in fp32, before the cast (the same values at every
             # precision); the generator is seeded from ``seed``, so the structure is as secret as the seed.
             gen = torch.Generator(device=dev)
@@ -311,13 +328,17 @@ def make_inputs(ns: dict, seed: int, domain: str, device, dtype: torch.dtype, br
                 if isinstance(x, torch.Tensor) and x.is_floating_point() and (
                         broad_inputs is None or i in broad_inputs):
                     t = x.to(dev, torch.float32).contiguous()
-                    t = sparsify(t, gen) if domain == "sparse" else structure(
-                        t, gen, offsets=domain == "offset", log=domain == "log_structured")
+                    if domain == "signs":
+                        t = flip_signs(t, gen)
+                    elif domain == "sparse":
+                        t = sparsify(t, gen)
+                    else:
+                        t = structure(t, gen, offsets=domain == "offset", log=domain == "log_structured")
                     if domain == "simplex" and t.dim() >= 1:  # probabilities stay probabilities
                         t = t / t.sum(dim=-1, keepdim=True)
                     raw[i] = t
         inputs = [cast_value(x, dev, dtype) for x in raw]
-        if domain != "default" and domain not in STRUCTURED_DOMAINS:
+        if domain != "default" and domain not in KEPT_DRAW_DOMAINS:
             gen = torch.Generator(device=dev)
             gen.manual_seed(seed ^ 0x5DEECE66D)
             for i, x in enumerate(inputs):
@@ -471,6 +492,7 @@ def problem_seed(problem_id: str, salt: str = "") -> int:
 
 
 __all__ = [
-    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "STRUCTURED_DOMAINS", "PRECISIONS", "structure", "sparsify", "list_problems", "get_problem",
+    "Problem", "ProblemError", "FAMILIES", "DOMAINS", "STRUCTURED_DOMAINS", "KEPT_DRAW_DOMAINS", "PRECISIONS",
+    "structure", "sparsify", "flip_signs", "list_problems", "get_problem",
     "register_kernelbench_dir", "load_namespace", "make_inputs", "make_model", "cast_value", "problem_seed",
 ]

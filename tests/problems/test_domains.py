@@ -91,3 +91,20 @@ def test_a_malformed_reduced_field_names_the_entry():
         _entry_to_problem(entry, get_problem("kernelbench/level1/47").path.parent)
     ok = dict(entry, reduced=[{"inputs": [0, 1], "dim": -1}])
     assert _entry_to_problem(ok, get_problem("kernelbench/level1/47").path.parent).reduced == (((0, 1), -1),)
+
+
+def test_signs_keep_the_draw_its_zeros_and_its_symmetry_and_make_it_zero_mean():
+    """``signs`` (13-15's zero-mean domain, their timed domain): the official draw with random signs."""
+    for pid, structure_holds in (("kernelbench/level1/13", lambda a: torch.equal(a, a.T)),
+                                 ("kernelbench/level1/14", lambda a: torch.equal(a, torch.triu(a))),
+                                 ("kernelbench/level1/15", lambda a: torch.equal(a, torch.tril(a)))):
+        base, x, again, other = (_draw(pid, "default", 5), _draw(pid, "signs", 5), _draw(pid, "signs", 5),
+                                 _draw(pid, "signs", 6))
+        for b, s, s2 in zip(base, x, again):
+            assert structure_holds(b) and structure_holds(s), pid
+            assert torch.equal(s.abs(), b.abs()) and torch.equal(s, s2)  # magnitudes kept; signs from the seed
+            nz = b != 0
+            assert 0.4 < float((s[nz] < 0).float().mean()) < 0.6, pid  # about half the signs flipped
+        assert not torch.equal(x[0], other[0])  # another seed flips other elements
+    from kbenv.rewards import precision as P
+    assert all(P.timed_domain(get_problem(f"kernelbench/level1/{i}").domains, True) == "signs" for i in (13, 14, 15))

@@ -165,9 +165,10 @@ def test_timed_calls_of_a_tensor_core_problem_draw_a_zero_mean_domain():
     domain, from the official one."""
     assert P.timed_domain(("default", "normal", "signed_uniform", "wide"), True) == "signed_uniform"
     assert P.timed_domain(("default", "normal"), True) == "normal"
-    assert P.timed_domain(("default",), True) == "default"  # 13-15: symmetric and triangular matrices
+    assert P.timed_domain(("default", "signs"), True) == "signs"  # 13-15: symmetric and triangular matrices
+    assert P.timed_domain(("default",), True) == "default"
     assert P.timed_domain(("default", "normal", "signed_uniform"), False) == "default"  # no tensor-core op
-    for pid, timed in (("kernelbench/level1/1", "normal"), ("kernelbench/level1/13", "default")):
+    for pid, timed in (("kernelbench/level1/1", "normal"), ("kernelbench/level1/13", "signs")):
         assert P.timed_domain(get_problem(pid).domains, True) == timed
 
 
