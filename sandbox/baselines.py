@@ -74,12 +74,13 @@ class BaselineExecutors:
         current (the default on the CPU, where no speed credit is given); ``Supervisor(fresh_baselines=)``."""
         return self.sup.fresh_baselines
 
-    def _spawn(self) -> process.ExecutorProcess:
+    def _spawn(self, kind: str) -> process.ExecutorProcess:
         # trusted processes share torch.compile's and Triton's caches on disk (no candidate ever reads or writes
         # them): a fresh baseline process then loads its kernels instead of compiling them again
         env = {"TORCHINDUCTOR_CACHE_DIR": str(Path(self.sup.cache_dir) / "inductor"),
-               "TRITON_CACHE_DIR": str(Path(self.sup.cache_dir) / "triton"),
-               "KBENV_TRUSTED_PREIMPORT": "1"}  # torch.compile's imports at spawn, off the evaluation's path
+               "TRITON_CACHE_DIR": str(Path(self.sup.cache_dir) / "triton")}
+        if kind == "compile":  # torch.compile's imports at spawn, off the evaluation's path (5 s of CPU on the
+            env["KBENV_TRUSTED_PREIMPORT"] = "1"  # 2-core CPU machine: the eager baseline never needs them)
         if os.environ.get("KBENV_BASELINE_TORCH_LOGS"):  # diagnosis: torch's logs, kept in log_tail()
             env["TORCH_LOGS"] = os.environ["KBENV_BASELINE_TORCH_LOGS"]
         cpus = self.sup.cpus.background if self.sup.cpus else None
@@ -93,7 +94,7 @@ class BaselineExecutors:
         for kind in self.kinds:
             p = self._ahead.get(kind)
             if p is None or p.proc.poll() is not None:
-                p = self._ahead[kind] = self._spawn()
+                p = self._ahead[kind] = self._spawn(kind)
             if start:
                 process.start(p)
 
@@ -153,7 +154,7 @@ class BaselineExecutors:
             for kind in self.kinds:
                 proc = self._ahead.pop(kind, None)
                 if proc is None or proc.proc.poll() is not None:
-                    proc = self._spawn()
+                    proc = self._spawn(kind)
                 if wait:
                     process.await_ready(proc, self.sup.limits["spawn_s"])
                 else:

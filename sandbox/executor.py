@@ -241,7 +241,7 @@ def main(argv=None) -> int:
         import socket
         sock = socket.socket(fileno=int(argv[3]))
     dev = os.environ.get("KBENV_WORKER_DEVICE", "")
-    warm_compile = os.environ.get("KBENV_TRUSTED_PREIMPORT") == "1"  # set for trusted baseline processes only
+    warm_compile = os.environ.get("KBENV_TRUSTED_PREIMPORT") == "1"  # set for torch.compile baseline processes only
     ieee_fp32()  # baselines compute fp32 as the references do; a candidate's own torch calls start so too
     try:
         if warm_compile:

@@ -258,7 +258,7 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
         sup.close()
 
 
-def test_an_fp8_path_taken_only_on_positive_operands_is_timed_as_its_honest_twin(cache_dir):
+def test_an_fp8_path_taken_only_on_positive_operands_earns_no_more_than_its_honest_twin(cache_dir):
     """rewards/precision.py timed_domain (v4): ``1:fp8_when_positive`` takes the FP8 GEMM on problem 1's positive
     official inputs (and passes them: as accurate as honest bf16 there) and an honest bf16 GEMM elsewhere. Its
     timed calls draw N(0, 1) inputs, so it is timed on the honest path plus its own sign check: it earns no more

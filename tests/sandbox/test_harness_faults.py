@@ -190,8 +190,8 @@ def test_fresh_baselines_are_new_for_every_timed_evaluation_and_opened_ahead(cac
         spawned, ended = {}, []
         real_spawn, real_done = sup.baselines._spawn, sup.baselines.done
 
-        def spawn():
-            p = real_spawn()
+        def spawn(kind):
+            p = real_spawn(kind)
             spawned[p.proc.pid] = time.monotonic()
             return p
 

@@ -469,7 +469,8 @@ def test_timed_calls_of_a_tensor_core_problem_take_the_path_zero_mean_inputs_tak
     GEMM that waits 0.3 s per call on operands with a negative value is timed with its wait. Official timed
     inputs would have timed it without."""
     from kbenv.agents.scripted import KnownGoodPolicy
-    good = KnownGoodPolicy().act({"problem_id": "kernelbench/level1/1"}).split("```python\n", 1)[1].rsplit("```", 1)[0]
+    from kbenv.prompts import extract_code
+    good = extract_code(KnownGoodPolicy().act({"problem_id": "kernelbench/level1/1"}))
     src = good + textwrap.dedent("""
         import time as _time
         _Honest = ModelNew
