@@ -295,13 +295,12 @@ def sparsify(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def flip_signs(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """``x`` with each element's sign flipped with probability 1/2 (drawn from ``gen``): zeros, magnitudes and
     shape are kept, and where the last two axes are square the signs are symmetric in them, so a symmetric or
-    triangular matrix stays one. Positive draws become zero-mean ones."""
-    flip = torch.rand(x.shape, generator=gen, device=x.device) < 0.5
+    triangular matrix stays one. Positive draws become zero-mean ones. In place, with one byte per element of
+    temporaries (inputs reach gigabytes)."""
+    flip = torch.randint(0, 2, x.shape, generator=gen, device=x.device, dtype=torch.int8)
     if x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
-        upper = torch.triu(flip)
-        flip = upper | torch.triu(flip, diagonal=1).transpose(-1, -2)
-        del upper
-    return torch.where(flip, -x, x)
+        flip = torch.triu(flip) + torch.triu(flip, diagonal=1).transpose(-1, -2)
+    return x.mul_(flip.mul_(-2).add_(1))  # 1 - 2 * flip: -1 where flipped
 
 
 def make_inputs(ns: dict, seed: int, domain: str, device, dtype: torch.dtype, broad_inputs=None) -> list:
