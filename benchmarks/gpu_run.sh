@@ -14,7 +14,10 @@ FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled RAY_SCHEDULER_EVENTS=0
 export KBENV_CACHE=/tmp/kbenv-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/kbsite .whl/*.whl > "$OUT/setup.log" 2>&1
+# appended, not replaced: one call may run this script several times (a stage under each memory cap), and each
+# invocation's "stage ... done" lines are the record of which of them finished
+echo "== gpu_run.sh $* at $(date +%T)" >> "$OUT/setup.log"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/kbsite .whl/*.whl >> "$OUT/setup.log" 2>&1
 rm -rf /opt/kb  # a warm machine keeps the last call's install, and pip --target does not replace it
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /opt/kb . >> "$OUT/setup.log" 2>&1
 export PYTHONPATH=/opt/kb:/opt/kbsite  # not under /tmp: the sandbox mounts an empty /tmp
