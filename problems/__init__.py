@@ -295,8 +295,9 @@ def sparsify(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def flip_signs(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """``x`` with each element's sign flipped with probability 1/2 (drawn from ``gen``): zeros, magnitudes and
     shape are kept, and where the last two axes are square the signs are symmetric in them, so a symmetric or
-    triangular matrix stays one. Positive draws become zero-mean ones. In place, with one byte per element of
-    temporaries (inputs reach gigabytes)."""
+    triangular matrix stays one. Positive draws become zero-mean ones. In place, with int8 temporaries (inputs
+    reach gigabytes): one byte per element, up to four where the last two axes are square (the mask, its two
+    triangles and their sum)."""
     flip = torch.randint(0, 2, x.shape, generator=gen, device=x.device, dtype=torch.int8)
     if x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
         flip = torch.triu(flip) + torch.triu(flip, diagonal=1).transpose(-1, -2)
