@@ -1,12 +1,14 @@
 """GPU idle time spent waiting for CUDA compilation, with and without ahead-of-time builds (issue 13).
 
-    python benchmarks/compile_farm.py [--n 8] [--size full] [--builders 4] [--out compile_farm.json]
+    python benchmarks/compile_farm.py [--n 8] [--size full] [--builders 4] [--runs 0,4] [--out compile_farm.json]
 
 A batch of ``--n`` honest CUDA candidates for problem 19 (a ``load_inline`` ReLU; each source differs, so no
 build is shared) goes through one GPU evaluator twice: first with no builders (today's path: each executor runs
 nvcc in its compile phase while the GPU waits), then with ``--builders`` sandboxed builders that the pool starts
 on the whole batch before the first evaluation. Printed per run: wall time, the compile phases' sum (the GPU's
 wait for compilation: nothing else runs on it then), how many candidates found their build ready, and verdicts.
+``--runs`` picks which of the two runs to make (builder counts; ``0`` is today's sequential path), so that each
+can have a device call of its own: eight sequential nvcc builds of about 50 s each fill most of one.
 """
 
 from __future__ import annotations
@@ -65,20 +67,24 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--size", default="full")
     ap.add_argument("--builders", type=int, default=4)
+    ap.add_argument("--runs", default=None, help="builder counts to run, comma-separated (default: 0 and --builders)")
     ap.add_argument("--out", default="compile_farm.json")
     args = ap.parse_args()
+    runs = [int(b) for b in args.runs.split(",")] if args.runs else [0, args.builders]
     tag = f"{int(time.time()) % 100000}_"  # new sources every run: nothing is found in a cache of an earlier run
     rows = []
-    for b in (0, args.builders):
+    for b in runs:
         row = run(b, args.n, args.size, f"{tag}b{b}_")
         rows.append(row)
         print(json.dumps(row), flush=True)
+        with open(args.out, "w") as f:  # after each run: a kill at the call's limit keeps what finished
+            json.dump(rows, f, indent=1)
+    if len(rows) != 2 or rows[0]["builders"] != 0:
+        return
     seq, farm = rows
     print(f"GPU waiting for compilation: {seq['compile_sum_s']} s sequential, {farm['compile_sum_s']} s with "
           f"{args.builders} builders ({farm['prebuilt']}/{args.n} found their build ready); wall {seq['wall_s']} s "
           f"-> {farm['wall_s']} s", flush=True)
-    with open(args.out, "w") as f:
-        json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":

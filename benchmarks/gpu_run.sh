@@ -110,7 +110,7 @@ for stage in "$@"; do
              timeout ${LOOKAHEAD_LIMIT:-240} python3 "$R/benchmarks/look_ahead.py" --sizes ${LOOKAHEAD_SIZES:-small,medium,full} \
                --repeats ${LOOKAHEAD_REPEATS:-3} --out "$OUT/look_ahead.json" > "$OUT/look_ahead.log" 2>&1 ;;
     buildfarm) # issue 13: GPU wait for CUDA compilation, 8 load_inline candidates, without and with builders
-             timeout ${BUILDFARM_LIMIT:-500} python3 "$R/benchmarks/compile_farm.py" --n ${BUILDFARM_N:-8} \
+             timeout ${BUILDFARM_LIMIT:-500} python3 "$R/benchmarks/compile_farm.py" --n ${BUILDFARM_N:-8} ${BUILDFARM_ARGS:-} \
                --out "$OUT/compile_farm.json" > "$OUT/compile_farm.log" 2>&1 ;;
     eval) # one candidate through kbenv eval, its whole result (facts included) as JSON: EVAL_PROBLEM, EVAL_KERNEL
           timeout ${EVAL_LIMIT:-60} python3 -m kbenv.cli eval --problem "$EVAL_PROBLEM" --kernel "$R/$EVAL_KERNEL" \
