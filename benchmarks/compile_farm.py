@@ -52,7 +52,14 @@ def run(builders: int, n: int, size: str, tag: str) -> dict:
     pool = EvaluatorPool(n=1, device="cuda", config={"builders": builders})
     try:
         t = time.perf_counter()
-        results = [r for _, r in sorted(pool.map(reqs), key=lambda x: x[0])]
+        got = []
+        for i, r in pool.map(reqs):  # each as it finishes: a run cut by a call's limit keeps what it measured
+            got.append((i, r))
+            print(json.dumps({"builders": builders, "candidate": i, "at_s": round(time.perf_counter() - t, 2),
+                              "compile_s": round(r.phase_seconds.get("compile", 0.0), 2),
+                              "prebuilt": bool(r.facts.get("prebuilt")), "verdict": r.verdict,
+                              "category": r.category}), flush=True)
+        results = [r for _, r in sorted(got, key=lambda x: x[0])]
         wall = time.perf_counter() - t
     finally:
         pool.close()

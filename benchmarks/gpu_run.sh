@@ -54,12 +54,14 @@ for stage in "$@"; do
              P=${ROLLOUT_PROBLEMS:-policy}
              for g in ${ROLLOUT_GPUS:-2 1}; do
                L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
+               # ROLLOUT_LANES=2: evaluators sharing each GPU (--lanes), logged as rollout-good-<g>gpu-lanes2
+               T=${g}gpu${ROLLOUT_LANES:+-lanes$ROLLOUT_LANES}
                timeout $L python3 "$R/benchmarks/gpubusy.py" -- python3 -m kbenv.cli rollout --policy known-good \
-                 --problems $P --gpus $g --spares ${SPARES:-0} --size ${ROLLOUT_SIZE:-largest} --out /tmp/run-good-$g --no-progress \
-                 > "$OUT/rollout-good-${g}gpu.log" 2>&1
-               python3 -m kbenv.cli report /tmp/run-good-$g --plot "$OUT/speedups-${g}gpu.png" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
-               python3 -m kbenv.cli export /tmp/run-good-$g "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
-               python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-${g}gpu.jsonl" >> "$OUT/rollout-good-${g}gpu.log" 2>&1
+                 --problems $P --gpus $g --spares ${SPARES:-0} --size ${ROLLOUT_SIZE:-largest} --out /tmp/run-good-$T --no-progress \
+                 ${ROLLOUT_LANES:+--lanes $ROLLOUT_LANES} > "$OUT/rollout-good-$T.log" 2>&1
+               python3 -m kbenv.cli report /tmp/run-good-$T --plot "$OUT/speedups-$T.png" >> "$OUT/rollout-good-$T.log" 2>&1
+               python3 -m kbenv.cli export /tmp/run-good-$T "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1
+               python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
              done ;;
     rollout-bad) timeout ${ROLLOUT_BAD_LIMIT:-90} python3 -m kbenv.cli rollout --policy known-bad --turns ${BAD_TURNS:-1} \
@@ -79,9 +81,11 @@ for stage in "$@"; do
               --out "$OUT/memplan_medium.json" > "$OUT/memplan_medium.log" 2>&1 ;;
     caps) # issue 16: under each memory cap, the known-good kernels at the largest size that fits, and refusals
           # (about 250 s per cap on the H200: 16 evaluations, then every problem preflighted)
+          # (CAPS="none": the device's own memory, no cap)
           for cap in ${CAPS:-24G 40G 80G}; do
             only=CAP_ONLY_$cap  # CAP_ONLY_40G="ID,...": only those problems under that cap (to finish a cut-short run)
-            timeout ${CAP_LIMIT:-300} python3 "$R/benchmarks/memplan_gpu.py" --cap $cap --refusals ${!only:+--only ${!only}} \
+            capflag="--cap $cap"; [ "$cap" = none ] && capflag=""
+            timeout ${CAP_LIMIT:-300} python3 "$R/benchmarks/memplan_gpu.py" $capflag --refusals ${!only:+--only ${!only}} \
               --out "$OUT/memplan_$cap.json" > "$OUT/memplan_$cap.log" 2>&1
             tar -czf "$FINAL/results.tgz" -C /tmp gpuout
           done ;;

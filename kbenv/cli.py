@@ -303,12 +303,16 @@ def cmd_redteam(args) -> int:
     device = _device(args)
     size = _size(args, device)
     limits = _limits(args)
+    if args.lanes > 1:
+        from kbenv.sandbox import memplan
+        memplan.set_gpu_lanes(args.lanes)  # sizes are planned with each lane's share of the GPU
     if size != "largest":  # "largest" picks a size that fits per problem
         preflight(suite_problem_ids(device, args.good), size, None, device)
     config = {"sandbox": args.sandbox}
     if limits:
         config["limits"] = limits
-    pool = EvaluatorPool(n=args.evaluators or None, device=device, address=args.address or None, config=config)
+    pool = EvaluatorPool(n=args.evaluators or None, device=device, address=args.address or None, config=config,
+                         lanes=args.lanes)
     try:
         bar = tqdm(desc="redteam", unit="candidate", disable=not args.progress)
 
@@ -574,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also run the known-good kernels (a deployment that rejects everything is not safe, "
                          "it is broken)")
     rt.add_argument("--evaluators", type=int, default=0, help="evaluators to start (0 = one per GPU, or one CPU)")
+    rt.add_argument("--lanes", type=int, default=1,
+                    help="evaluators sharing each GPU (cuda; README \"Throughput\"): the suite as lanes judge it")
     rt.add_argument("--address", default="", help="Ray cluster address ('' = start a local cluster)")
     rt.add_argument("--json", action="store_true", help="print the suite report as JSON")
     _progress_arg(rt)

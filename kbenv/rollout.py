@@ -53,6 +53,8 @@ class RolloutConfig:
     """GPUs to use (0 = every GPU of the cluster, or one CPU evaluator without a GPU); see also --evaluators"""
     evaluators: int = 0
     """number of evaluators (Ray actors) to start; overrides --gpus when set (0 = as --gpus says)"""
+    lanes: int = 1
+    """evaluators sharing each GPU (cuda; README "Throughput"): compile and correctness overlap, timing alone"""
     limit: list = dataclasses.field(default_factory=list)
     """a phase deadline PHASE=SECONDS for the sandbox, repeatable (PHASE: compile, trial, timing)"""
     chat: str = "resend"
@@ -150,10 +152,13 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
         if limits:
             config["limits"] = limits
         device = _step.resolve_device(cfg.device)
+        if cfg.lanes > 1:
+            from kbenv.sandbox import memplan
+            memplan.set_gpu_lanes(cfg.lanes)  # the sizes below are planned with each lane's share
         if cfg.size != "largest":  # "largest" picks a size that fits per problem (in _run)
             _step.preflight(problems, _step.resolve_size(cfg.size, device), cfg.precision or None, device)
         pool = EvaluatorPool(n=cfg.evaluators or cfg.gpus or None, device=device, address=cfg.address or None,
-                             config=config or None)
+                             config=config or None, lanes=cfg.lanes)
     try:
         return _run(cfg, pool, policy, problems, run_dir)
     finally:

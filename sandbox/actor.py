@@ -127,23 +127,37 @@ class EvaluatorPool:
         device: ``cuda``, ``cpu`` or ``auto`` (cuda when this machine sees a GPU).
         address: an existing Ray cluster to connect to; otherwise a local one is started.
         config: keyword arguments for each :class:`~kbenv.sandbox.supervisor.Supervisor`.
+        lanes: evaluators per GPU (:mod:`kbenv.sandbox.lanes`; default 1). With more, ``n`` counts GPUs and each
+            GPU gets ``lanes`` evaluators (Ray's fractional ``num_gpus=1/lanes``), each planning with its share of
+            the GPU's memory: their candidates' compile, correctness and decoy work overlap, every timing phase
+            runs alone on the GPU, and a verdict the sharing could have caused is judged again alone.
     """
 
     def __init__(self, n: int | None = None, device: str = "auto", address: str | None = None,
-                 config: dict | None = None):
+                 config: dict | None = None, lanes: int = 1):
         self.device = detect_device() if device == "auto" else device
+        lanes = max(int(lanes), 1)
+        if lanes > 1 and self.device != "cuda":
+            raise ValueError("lanes share a GPU: they need device='cuda'")
+        if lanes > 1:
+            from kbenv.sandbox import memplan
+            memplan.set_gpu_lanes(lanes)  # before Ray starts: its actors (and this process's plans) see the share
         ensure_ray(address)
         if n is None:
             n = int(ray.cluster_resources().get("GPU", 0)) if self.device == "cuda" else 1
             if n == 0:
                 raise RuntimeError("device='cuda' but the Ray cluster has no GPUs")
-        # GPU evaluators: one per GPU wherever Ray finds one. CPU evaluators: spread over the cluster's nodes
-        # (Ray's SPREAD strategy), so that `n` of them use several machines rather than fill the first.
+        # GPU evaluators: one per GPU wherever Ray finds one (lanes: that many per GPU). CPU evaluators: spread over
+        # the cluster's nodes (Ray's SPREAD strategy), so that `n` of them use several machines rather than fill
+        # the first.
         if self.device == "cuda":
-            opts = {"num_gpus": 1, "num_cpus": 1}
+            opts = {"num_gpus": 1 / lanes, "num_cpus": 1}
         else:
             opts = {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
-        self.actors = [Evaluator.options(**opts).remote(self.device, config) for _ in range(n)]
+        self.lanes = lanes
+        if lanes > 1:
+            config = {**(config or {}), "lanes": lanes}
+        self.actors = [Evaluator.options(**opts).remote(self.device, config) for _ in range(n * lanes)]
         ray.get([a.info.remote() for a in self.actors])  # surface construction errors now
 
     def __len__(self) -> int:

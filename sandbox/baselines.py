@@ -91,6 +91,7 @@ class BaselineExecutors:
         """Spawn the next evaluation's baseline processes now, so that they import torch (and torch.compile) while
         the current evaluation runs; with ``start``, also let them create their CUDA contexts (never called while a
         candidate is timed). A process spawned and not started holds no device memory."""
+        start = start and getattr(self.sup, "lanes", None) is None  # lanes: contexts only inside an evaluation
         for kind in self.kinds:
             p = self._ahead.get(kind)
             if p is None or p.proc.poll() is not None:
@@ -269,7 +270,9 @@ class BaselineExecutors:
         if not self.fresh or self._owner == self.AHEAD:
             return  # (a set opened ahead that this evaluation did not take over, failing before it: kept)
         self.close(keep_ahead=True, wait=False)
-        if like is not None and self._room_for_dying():
+        # lanes (kbenv.sandbox.lanes): no set is opened ahead, since its warm-up would run on the GPU after this
+        # lane lets it go (while another lane may be timing)
+        if like is not None and self._room_for_dying() and getattr(self.sup, "lanes", None) is None:
             st, layout, example_inputs = like
             try:
                 self._open(st, layout, self.AHEAD, wait=False)
@@ -304,17 +307,36 @@ class BaselineExecutors:
             t.join()
         self._reapers = []
 
+    def dying_bytes(self) -> int:
+        """What baseline sets still being reaped may hold on the device: a set's planned bytes each."""
+        plan = getattr(self.sup, "plan", None)
+        alive = sum(t.is_alive() for t in list(self._reapers))
+        return alive * (plan.baseline_bytes if plan is not None else 0)
+
+    def wait_reaped(self) -> None:
+        """Wait for the sets being reaped without touching the list (safe from the decoy's side thread, while
+        the evaluation's thread may add to it; :meth:`join` clears it later)."""
+        for t in list(self._reapers):
+            t.join()
+
     def close(self, keep_ahead: bool = False, wait: bool = True) -> None:
         leases, region = list(self._leases.values()), self._region
         self._leases, self._region, self.key, self._warm, self._owner = {}, None, None, False, None
         self._warming = None
 
+        lanes = getattr(self.sup, "lanes", None)
+        hold = lanes.hold(gpu=True) if lanes is not None and (leases or region is not None) else None
+
         def reap():
-            for lease in leases:
-                lease.proc.kill()
-                lease.close()
-            if region is not None:
-                region.close()
+            try:
+                for lease in leases:
+                    lease.proc.kill()
+                    lease.close()
+                if region is not None:
+                    region.close()
+            finally:
+                if hold is not None:  # a dying context may still run kernels: the lane's GPU hold until it is gone
+                    hold.release()
         for lease in leases:
             lease.proc.signal_kill()
         if leases or region is not None:

@@ -18,7 +18,10 @@ Values stay round where the full size's are (at most three significant bits, 307
 3191) and stay odd where the full size's are odd (the sets use odd sizes on purpose). The result is written
 as each entry's ``medium`` field, after ``small``, in ``manifest.json`` and in the hand-written parts it is
 built from, so ``build_manifest --check`` stays true. ``--check`` fails if a committed value differs from a
-fresh build. This is a build tool of the sandbox (it needs the plan), which is why it lives here and not in
+fresh build. The plans are made with ``memplan.plan(..., medium_tier_rule=True)``, the count the tier was built
+with: a later correction of the plan (stop 34: the baselines' region holds inputs only on cuda, and the decoy's
+room is kept before the reference cache) does not move the sizes users compare results at. This is a build tool
+of the sandbox (it needs the plan), which is why it lives here and not in
 ``problems/``.
 """
 
@@ -39,7 +42,8 @@ _HOST_IGNORED = 1 << 60  # the medium tier is sized for the GPU; the host is che
 
 def medium_plans(problem: Problem, overrides: dict) -> list[memplan.MemoryPlan]:
     """The plans of the problem at ``overrides`` against the medium budget, one per allowed precision."""
-    return [memplan.plan(problem, "full", prec, MEDIUM_BUDGET_BYTES, overrides=overrides, host_budget=_HOST_IGNORED)
+    return [memplan.plan(problem, "full", prec, MEDIUM_BUDGET_BYTES, overrides=overrides, host_budget=_HOST_IGNORED,
+                         medium_tier_rule=True)
             for prec in problem.precision_allowed]
 
 

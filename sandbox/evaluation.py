@@ -66,6 +66,7 @@ class Evaluation:
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
+        self.correctness_split: dict = {}  # where correctness spent its time (a fact, set once it ran)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
         self.trial_errors: dict[int, float] = {}  # per output: the timed domain's trials' relative error
         self._ticks = threading.Lock()
@@ -152,6 +153,7 @@ class Evaluation:
         beside = DecoyRun(self)  # the decoy's own executor runs beside correctness (nothing in them is timed)
         try:
             per_trial = self.correctness(Deadline("correctness", self.sup.limits["trial_s"]))
+            res.facts["correctness_split_s"] = self.correctness_split
             # what timed outputs are held to (timing_phase._recheck): the trials of the domain they are drawn from
             self.trial_errors = trial_errors(per_trial, self.timed_domain)
             verdict = judge_checks(per_trial)
@@ -259,22 +261,31 @@ class Evaluation:
             return self.official[0]
         return self.sup.refs.inputs(self.st, seed, "default" if domain in ("fresh", "filler") else domain)
 
-    def _run_block(self, lease: Lease, block: list, deadline: Deadline, judge) -> None:
+    def _run_block(self, lease: Lease, block: list, deadline: Deadline, judge, split: PhaseSplit | None = None) -> None:
         """One block: every slot's inputs written (one input set alive at a time) and its output places poisoned,
         one call per slot, the fence; then, with the executor held, ``judge(domain, seed, inputs, outputs,
-        mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate."""
-        for k, (domain, seed, pattern) in enumerate(block):
-            lease.write_inputs(k, self._trial_inputs(domain, seed))
-            lease.poison_outputs(k, pattern)
-        self.sup.release_memory()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        dones = lease.call_block(list(range(len(block))), deadline)
-        self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
+        mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate.
+        ``split``: where the block's time goes (a fact)."""
+        split = split or PhaseSplit()
+        with split("inputs"):
+            for k, (domain, seed, pattern) in enumerate(block):
+                lease.write_inputs(k, self._trial_inputs(domain, seed))
+                lease.poison_outputs(k, pattern)
+            self.sup.release_memory()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        with split("calls"):
+            dones = lease.call_block(list(range(len(block))), deadline)
+            self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
         # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for
         # one judge at a time: correctness and the decoy beside it take turns
-        with self.sup.transient_lock:
-            self._judge_block(lease, block, dones, judge)
+        with split("judge_turn"):
+            self.sup.transient_lock.acquire()
+        try:
+            with split("judge"):
+                self._judge_block(lease, block, dones, judge)
+        finally:
+            self.sup.transient_lock.release()
 
     def _judge_block(self, lease: Lease, block: list, dones: list, judge) -> None:
         try:
@@ -309,8 +320,12 @@ class Evaluation:
                 refs = self.sup.refs.outputs(self.st, inputs, domain)
                 per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1, meta))
 
-        for block in self._trial_blocks():
-            self._run_block(self.lease, block, deadline, judge)
+        split = PhaseSplit()  # where correctness's time goes: inputs, calls and fence, the judging turn, judging
+        try:
+            for block in self._trial_blocks():
+                self._run_block(self.lease, block, deadline, judge, split)
+        finally:
+            self.correctness_split = split.seconds()
         return per_trial
 
     def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed, meta) -> tuple[str, list]:
@@ -329,11 +344,14 @@ class Evaluation:
         (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
         t0 = time.monotonic()
         source, kernels = decoy.noop_kernels(self.req.candidate)  # made once already (run_phases): it can be made
-        out = {"custom_kernels": kernels, "noop_correct": None}
+        out = {"custom_kernels": kernels, "noop_correct": None, "beside": run is not None}
         split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:
             with split("take_executor"):
-                proc = self.sup.pool.take()
+                # beside correctness it holds the plan's decoy room: processes still dying wait unless they fit
+                # the room beside it (ExecutorPool.take)
+                plan = getattr(self.sup, "plan", None)
+                proc = self.sup.pool.take(beside_bytes=plan.decoy_bytes if run is not None and plan else 0)
             lease = None
             try:
                 if run is not None:
@@ -402,15 +420,16 @@ class DecoyRun:
     def may_run_beside(ev: Evaluation) -> bool:
         """Beside correctness only where a fence waits for one process's work (the idle-probe fence, for drivers
         without the process lock, waits for the whole GPU, so a decoy beside would stretch the candidate's
-        fences), and only where the memory plan has room for a second worker beside everything it holds while
-        the supervisor judges (its plan counts one worker's cap): an out-of-memory that the decoy's executor
-        caused must never be judged the candidate's. Elsewhere it runs after the timing phase, alone."""
+        fences), and only where the memory plan has room for a second worker and its lent slot beside everything
+        it holds while the supervisor judges (``MemoryPlan.decoy_room``; the plan keeps that room out of the
+        elastic cache where it can): an out-of-memory that the decoy's executor caused must never be judged the
+        candidate's. Elsewhere it runs after the timing phase, alone."""
         if not getattr(ev.sup, "decoy_beside", True) or ev.sup.fence.kind == "idle_probe":
             return False
         plan = getattr(ev.sup, "plan", None)
         if ev.device.type != "cuda":
             return True
-        return plan is not None and plan.room_bytes >= plan.worker_bytes
+        return plan is not None and plan.decoy_room
 
     def using(self, proc) -> None:
         """The decoy's executor, once taken: killed now if the run was abandoned meanwhile."""

@@ -117,6 +117,7 @@ CHECK_INVARIANT_BYTES = 4 * (1 << 26) * 8
 CHECK_BASE_BYTES = 64 * MiB
 
 _CAP_ENV = "KBENV_GPU_MEMORY_CAP"
+_LANES_ENV = "KBENV_GPU_LANES"  # supervisors sharing each GPU (kbenv.sandbox.lanes): each plans with its share
 _HOST_CAP_ENV = "KBENV_HOST_MEMORY_CAP"
 
 
@@ -183,6 +184,25 @@ def gpu_memory_cap() -> int | None:
         raise ValueError(f"{_CAP_ENV}={env!r} is not a memory size (examples: 40G, 80GiB, 24GB)") from None
 
 
+def set_gpu_lanes(lanes: int | None) -> None:
+    """How many supervisors share each GPU (``kbenv.sandbox.lanes``): each plans with the budget over ``lanes``.
+    Also sets ``KBENV_GPU_LANES`` in this process's environment, so processes started afterwards (Ray actors)
+    plan the same way; None or 1 removes it."""
+    if lanes is None or int(lanes) <= 1:
+        os.environ.pop(_LANES_ENV, None)
+        return
+    os.environ[_LANES_ENV] = str(int(lanes))
+
+
+def gpu_lanes() -> int:
+    """The supervisors sharing each GPU (``KBENV_GPU_LANES``, default 1)."""
+    env = os.environ.get(_LANES_ENV, "")
+    try:
+        return max(int(env), 1) if env else 1
+    except ValueError:
+        raise ValueError(f"{_LANES_ENV}={env!r} is not a whole number of lanes") from None
+
+
 def host_budget_bytes() -> int:
     """The host memory an evaluation may plan with: physical memory, capped by the cgroup's limit and by
     ``KBENV_HOST_MEMORY_CAP`` when set."""
@@ -212,7 +232,8 @@ def host_budget_bytes() -> int:
 
 def device_budget_bytes(device: torch.device | str) -> int:
     """The memory an evaluation on ``device`` may plan with: a GPU's total memory capped by
-    :func:`gpu_memory_cap`; the host's budget (:func:`host_budget_bytes`) for ``cpu``."""
+    :func:`gpu_memory_cap`, over the lanes sharing it (:func:`gpu_lanes`); the host's budget
+    (:func:`host_budget_bytes`) for ``cpu``."""
     device = torch.device(device)
     if device.type == "cpu":
         return host_budget_bytes()
@@ -220,7 +241,7 @@ def device_budget_bytes(device: torch.device | str) -> int:
         raise ValueError(f"no memory plan for device type {device.type!r}")
     total = torch.cuda.get_device_properties(device.index if device.index is not None else 0).total_memory
     cap = gpu_memory_cap()
-    return min(total, cap) if cap else total
+    return (min(total, cap) if cap else total) // gpu_lanes()
 
 
 def l2_bytes(device: torch.device | str) -> int:
@@ -405,6 +426,7 @@ class MemoryPlan:
     baseline_bytes: int
     headroom_bytes: int
     host_bytes: int
+    decoy_bytes: int = 0
 
     @property
     def held_bytes(self) -> int:
@@ -432,6 +454,12 @@ class MemoryPlan:
     def worker_bytes(self) -> int:
         """What one candidate worker may hold as planned: its allocator cap and its context."""
         return self.worker_cap_bytes + self.worker_context_bytes
+
+    @property
+    def decoy_room(self) -> bool:
+        """Whether the plan leaves room for the decoy's executor beside correctness (``decoy_bytes``: a worker and
+        its one lent slot); where it does, :func:`plan` has kept that room out of the elastic cache."""
+        return self.fits and self.room_bytes >= self.decoy_bytes
 
     @property
     def required_bytes(self) -> int:
@@ -480,7 +508,8 @@ class MemoryPlan:
 
 def plan(problem: Problem | str, size: str, precision: str | None, device_budget_bytes: int, spares: int = 1, *,
          device_type: str = "cuda", l2_bytes: int = DEFAULT_L2_BYTES, host_budget: int | None = None,
-         overrides: dict | None = None, baseline_processes: int = BASELINE_PROCESSES) -> MemoryPlan:
+         overrides: dict | None = None, baseline_processes: int = BASELINE_PROCESSES,
+         medium_tier_rule: bool = False) -> MemoryPlan:
     """Plan one evaluation of ``problem`` at ``size`` and ``precision`` (None: the problem's default)
     against a device budget (see :class:`MemoryPlan` for the parts and the contract).
 
@@ -488,6 +517,10 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     budget defaults to it); ``l2_bytes`` is the device's L2 cache (:func:`l2_bytes`); ``host_budget``
     defaults to :func:`host_budget_bytes` on cuda; ``overrides`` replace the size's module constants;
     ``baseline_processes`` is the number of baseline kinds (eager, torch.compile) kept as workers.
+
+    ``medium_tier_rule``: the count the ``medium`` tier was built with (``sandbox/build_medium.py``), kept so
+    that the tier's sizes stay what users have compared results at: the baselines' region counted with outputs
+    (it holds inputs only on cuda) and no room kept for the decoy. Every evaluation plans without it.
     """
     if isinstance(problem, str):
         problem = get_problem(problem)
@@ -498,12 +531,14 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     fp = footprint(problem, size, precision, overrides)
     if host_budget is None:
         host_budget = host_budget_bytes() if cuda else device_budget_bytes
-    # A slot is a call's inputs and outputs: lent together on the CPU; on cuda the inputs are lent and the outputs
-    # stay in the executor's memory until the slot's next call. Counted as before either way (for the baselines'
-    # region too, whose slots hold inputs only: an upper bound).
+    # A slot is a call's inputs and outputs: lent together on the CPU. On cuda the inputs are lent and each slot's
+    # outputs stay in the candidate's executor until that slot's next call, so its slots hold n_slots x both, one
+    # part lent and one its own. The baseline workers' region holds inputs only on cuda: they keep no output (their
+    # forward's is counted in their own part, baseline_bytes).
     slot = fp.slot_bytes
     n_slots = slot_count(slot, device_type, device_budget_bytes)
     lent = n_slots * slot
+    baseline_region = n_slots * (fp.input_slot_bytes if cuda and not medium_tier_rule else slot)
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
     worker_base = WORKER_CAP_BASE if cuda else CPU_WORKER_CAP_BASE
     compile_workspace = COMPILE_WORKSPACE_BYTES if cuda else CPU_COMPILE_WORKSPACE_BYTES
@@ -522,7 +557,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         spare_context_bytes=spares * context,
         baseline_processes=baseline_processes,
         baseline_bytes=baseline_processes * (context + fp.param_bytes + fp.forward_peak_bytes) + compile_workspace
-        + lent,
+        + baseline_region,
         headroom_bytes=HEADROOM_BYTES if cuda else CPU_HEADROOM_BYTES)
     if cuda:
         # Each process's libraries (supervisor, worker, baseline workers, spares), the models built on the host
@@ -533,11 +568,20 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
                 + SANDBOX_WRITERS * WRITE_QUOTA_BYTES)
     else:
         host = 0  # set below: on the CPU the plan's parts are the host's
+    # The decoy's executor beside correctness: a worker and its one lent slot (inputs only on cuda).
+    decoy = parts["worker_cap_bytes"] + context + (fp.input_slot_bytes if cuda else slot)
     p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,
                    budget_bytes=int(device_budget_bytes), host_budget_bytes=int(host_budget), spares=spares,
                    n_slots=n_slots, slot_bytes=slot, input_bytes=fp.input_bytes, output_bytes=fp.output_bytes,
-                   host_bytes=host, **parts)
-    cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), int(device_budget_bytes) - p.required_bytes))
+                   host_bytes=host, decoy_bytes=decoy, **parts)
+    # The elastic cache gets what the rest leaves, up to its share; on cuda, where the rest leaves room for the
+    # decoy's executor, that room is kept first: the decoy then runs beside correctness instead of after the
+    # timing phase (2.8-3.2 s of problem 23's evaluation at full size on the H200), and a reference entry the cache
+    # would have kept costs a few milliseconds of GPU work to make again.
+    free = int(device_budget_bytes) - p.required_bytes
+    if cuda and not medium_tier_rule and free >= decoy:
+        free -= decoy
+    cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), free))
     p = dataclasses.replace(p, reference_cache_bytes=cache)
     if not cuda:
         p = dataclasses.replace(p, host_bytes=p.total_bytes)
@@ -601,6 +645,8 @@ def preflight(problem: Problem | str, size: str, precision: str | None, device: 
     elif device.type == "cuda":
         need, budget, what = p.required_bytes, p.budget_bytes, "GPU memory"
         cap = f" ({_CAP_ENV}={os.environ[_CAP_ENV]})" if gpu_memory_cap() else ""
+        if gpu_lanes() > 1:
+            cap += f" (a share of it: {gpu_lanes()} lanes share the GPU)"
     else:
         need, budget, what, cap = p.required_bytes, p.budget_bytes, "host memory", host_cap
     advice = (f"use --size {fit.size} ({fit.required_bytes / GiB:.1f} GiB)" if fit else
@@ -614,5 +660,6 @@ __all__ = [
     "MemoryPlan", "MemoryPlanError", "Footprint", "plan", "plan_for_device", "preflight", "footprint", "default_spares",
     "check_work_bytes",
     "device_budget_bytes", "host_budget_bytes", "l2_bytes", "gpu_memory_cap", "set_gpu_memory_cap", "parse_bytes",
+    "gpu_lanes", "set_gpu_lanes",
     "SIZES",
 ]

@@ -10,6 +10,7 @@ never turned into a low reward.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import tempfile
@@ -53,7 +54,7 @@ class ExecutorPool:
         self.room_bytes = 0  # what the current plan leaves free beside everything it holds (set_room)
         self.executor_bytes = 0  # what one executor of the current plan may hold (its cap and its context)
         self._errors: list[BaseException] = []
-        self.refill()
+        self.refill(start=getattr(sup, "lanes", None) is None)  # lanes: started by the first evaluation
 
     def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
         s = self.sup
@@ -85,9 +86,15 @@ class ExecutorPool:
         """What the executors still being reaped may hold on the device."""
         return sum(b for t, _, b in self._reapers if t.is_alive())
 
-    def take(self) -> process.ExecutorProcess:
-        # cuda: a dying CUDA context still holds device memory; wait for it unless the plan has room for it
-        self.join(wait=self.sup.device.type == "cuda" and self.dying_bytes() > self.room_bytes)
+    def take(self, beside_bytes: int = 0) -> process.ExecutorProcess:
+        """A clean executor, started. cuda: a dying CUDA context still holds device memory, so the executors and
+        the baseline set still being reaped are waited for unless the plan's room holds them, beside
+        ``beside_bytes`` (the decoy's executor taken beside correctness uses that room itself)."""
+        wait = (self.sup.device.type == "cuda" and self.dying_bytes() + self.sup.baselines.dying_bytes()
+                + max(int(beside_bytes), 0) > self.room_bytes)
+        self.join(wait=wait)
+        if wait:
+            self.sup.baselines.wait_reaped()
         p = self.spares.pop(0) if self.spares else self._spawn()
         try:
             process.await_ready(p, self.sup.limits["spawn_s"])
@@ -109,6 +116,13 @@ class ExecutorPool:
                 raise HarnessError(str(e)) from e
         return p
 
+    def settle(self) -> None:
+        """Every spare started is ready (lanes: before the lane lets the GPU go, nothing of it may still be
+        creating its CUDA context)."""
+        for p in self.spares:
+            if p.started and not p.ready:
+                process.await_ready(p, self.sup.limits["spawn_s"])
+
     def pending(self) -> list:
         """The reapers of executors still dying now (an earlier evaluation's, seen from a new one)."""
         return [t for t, _, _ in self._reapers if t.is_alive()]
@@ -124,7 +138,11 @@ class ExecutorPool:
         its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
         when its decoy executor is disposed)."""
         p.signal_kill()
-        self.refill(start=start_spares)
+        lanes = self.sup.lanes
+        # lanes: spares start only at an evaluation's beginning (Supervisor.evaluate), so that they are ready
+        # before the lane lets the GPU go; the dying process keeps the lane's shared holds until it is gone
+        self.refill(start=start_spares and lanes is None)
+        hold = lanes.hold(gpu=True, candidates=True) if lanes is not None else None
 
         def reap():
             try:
@@ -132,6 +150,9 @@ class ExecutorPool:
                 shutil.rmtree(p.workdir, ignore_errors=True)
             except BaseException as e:  # noqa: BLE001 - re-raised by join in the caller's thread
                 self._errors.append(e)
+            finally:
+                if hold is not None:
+                    hold.release()
         t = threading.Thread(target=reap, daemon=True)
         t.start()
         # what stays held until it is reaped: the executor's memory, and the lent region its lease owns
@@ -190,6 +211,10 @@ class Supervisor:
             cuda only: the CPU gives no speed credit and has no time to win on two cores, so it keeps the order
             that was verified there; a decoy beside costs an extra executor for every candidate, most of which
             fail correctness).
+        lanes: how many supervisors share this device (:mod:`kbenv.sandbox.lanes`; default 1, the device to
+            itself). With more, this one plans with its share of the device's memory (the budget over ``lanes``,
+            under any cap), times alone, and judges again alone any verdict the sharing could have caused.
+        lane_key: what names the shared device to the lanes (default: the GPU's UUID, or the host for cpu).
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
@@ -198,11 +223,19 @@ class Supervisor:
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
                  spares: int | None = None, host_memory_cap: bool | None = None,
                  fresh_baselines: bool | None = None, builders: int | None = None,
-                 decoy_beside: bool | None = None):
+                 decoy_beside: bool | None = None, lanes: int = 1, lane_key: str | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         cuda = self.device.type == "cuda"
+        self.lanes = None
+        if int(lanes) > 1:
+            from kbenv.sandbox.lanes import Lanes
+            if cuda:  # this lane's share of the device's memory: every plan of it is made with that
+                if memplan.gpu_lanes() not in (1, int(lanes)):
+                    raise ValueError(f"lanes={lanes} but KBENV_GPU_LANES={memplan.gpu_lanes()}")
+                memplan.set_gpu_lanes(int(lanes))
+            self.lanes = Lanes(lane_key or _device_key(self.device), int(lanes))
         sandbox = os.environ.get("KBENV_SANDBOX", sandbox) if sandbox == "auto" else sandbox
         if sandbox == "auto":
             sandbox = "bwrap" if have_bwrap() else "none"
@@ -238,8 +271,8 @@ class Supervisor:
         # the GPU's processes, clocks and throttle reasons as timing begins and ends, in the facts (gpustate)
         self.gpu_state_facts = False
         self.baselines = BaselineExecutors(self, kinds)
-        if self.fresh_baselines:
-            self.baselines.spawn_ahead()  # the first evaluation's baselines import torch while it starts
+        if self.fresh_baselines:  # the first evaluation's baselines import torch while it starts (lanes: without
+            self.baselines.spawn_ahead(start=self.lanes is None)  # their contexts until an evaluation holds the GPU)
         self.peaks = self._peaks()
         # Each evaluation takes two executors (the candidate's and the decoy's); memplan.default_spares says why
         # cuda keeps three started ahead (an executor's start-up, torch import and CUDA context, is 2-4 s there).
@@ -262,6 +295,36 @@ class Supervisor:
                 checked before anything allocates, with one line naming the size that fits.
         """
         self._fit_memory_plan(req)
+        if self.lanes is None:
+            return self._evaluate(req)
+        from kbenv.sandbox.lanes import sharing_could_cause
+        # Lanes: the evaluation shares the GPU with the other lanes' (its timing phase alone on it). A result the
+        # sharing could have caused, and a harness fault (the trusted side out of memory that another lane's
+        # candidate may hold), are judged again with this lane alone on the GPU, and that judgment counts.
+        shared = None
+        try:
+            with self.lanes.evaluation():
+                try:
+                    self.pool.refill(start=True)
+                    res = self._evaluate(req)
+                finally:
+                    self.pool.settle()
+            if not sharing_could_cause(res):
+                res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": False}
+                return res
+            shared = f"{res.verdict}: {res.category}: {res.reason}"[:300]
+        except HarnessError as e:
+            shared = f"harness fault: {e}"[:300]
+        self.pool.join()  # this lane quiet: the holds of its dying processes released
+        self.baselines.join()
+        with self.lanes.alone():
+            self.pool.refill(start=True)
+            res = self._evaluate(req)
+            self.pool.settle()
+        res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": True, "shared_result": shared}
+        return res
+
+    def _evaluate(self, req: EvalRequest) -> EvalResult:
         try:
             try:
                 return Evaluation(self, req).run()
@@ -313,9 +376,10 @@ class Supervisor:
             self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
 
     def warm(self, problem, size: str, precision: str) -> None:
-        """Build a problem's reference ahead of its first candidate."""
-        st = self.refs.state(problem, size, precision)
-        self.refs.pair(st, self.secret.seed(problem.id, size, "official"), "default")
+        """Build a problem's reference ahead of its first candidate (lanes: as an evaluation shares the GPU)."""
+        with self.lanes.evaluation() if self.lanes is not None else contextlib.nullcontext():
+            st = self.refs.state(problem, size, precision)
+            self.refs.pair(st, self.secret.seed(problem.id, size, "official"), "default")
 
     def wait_spare(self) -> None:
         for p in self.pool.spares:
@@ -330,6 +394,8 @@ class Supervisor:
         self.refs.clear()
         self.release_memory()  # a closed supervisor leaves no device memory behind in this process
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.lanes is not None:
+            self.lanes.close()
 
     # ------------------------------------------------------------------------------------ what phases ask
     def layout_for(self, st, example_inputs: list) -> SlotLayout:
@@ -419,3 +485,15 @@ class Supervisor:
         self.refs.drop_cached()
         torch.cuda.empty_cache()
         return torch.cuda.mem_get_info(self.device)[0]
+
+
+def _device_key(device: torch.device) -> str:
+    """What names a device to the lanes sharing it: a GPU's UUID (the same across Ray's renumbering of visible
+    devices), or the host for the CPU."""
+    if device.type == "cuda":
+        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+        if uuid is not None:
+            return f"GPU-{uuid}".replace("GPU-GPU-", "GPU-")
+        return f"cuda{device.index}"
+    import socket
+    return f"cpu-{socket.gethostname()}"

@@ -39,36 +39,47 @@ class TimingPhase:
         with setup("release_memory"):
             sup.release_memory()
         with setup("reap_executors"):
-            sup.pool.join(wait=self.device.type == "cuda")  # every disposed executor has exited (a decoy's beside
+            sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)  # every disposed executor has exited (a decoy's beside
         # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with timing)
         with setup("reap_baselines"):
             sup.baselines.join()  # and an earlier evaluation's baseline processes
         paused = sup.pool.pause_spares()
-        try:
-            # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
-            with setup("hold_candidate"):
-                sup.fence.hold(self.lease.proc, 30.0)
-            with setup("baseline_leases"):
-                bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
-            res.facts["timing_setup_s"] = setup.seconds()
-            res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
-            self.ev._tick("baseline_setup", t_phase)
-            # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
-            sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
-            shared = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
-                      else "shared: the CPU's times earn no credit")
-            with sup.cpus.timing(sides) if sup.cpus else contextlib.nullcontext(shared) as fact:
-                res.facts["cpus"] = fact
-                watch = getattr(sup, "gpu_state_facts", False)
-                roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),
-                         "spare": [pid for p in sup.pool.spares for pid in p.pids()]} if watch else {}
-                before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
-                out = self._timed_rounds(res, bases, paused)
-                if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)
-                    res.facts["gpu_state"] = {"start": before, "end": gpustate.snapshot(self.device.index or 0, roles)}
-                return out
-        finally:
-            sup.pool.resume_spares(paused)
+        with contextlib.ExitStack() as lane:
+            try:
+                return self._run(res, setup, paused, lane, t_phase)
+            finally:
+                sup.pool.resume_spares(paused)
+
+    def _run(self, res: EvalResult, setup: PhaseSplit, paused: list, lane: contextlib.ExitStack, t_phase: float):
+        """Set-up with the candidate held (the baselines' leases; lanes: the GPU alone), then the timed rounds."""
+        sup, st = self.sup, self.st
+        # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
+        with setup("hold_candidate"):
+            sup.fence.hold(self.lease.proc, 30.0)
+        with setup("baseline_leases"):
+            bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
+        if sup.lanes is not None:
+            # lanes (kbenv.sandbox.lanes): the GPU alone from here to the phase's end; this lane is quiet while it
+            # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm)
+            with setup("lane_wait"):
+                lane.enter_context(sup.lanes.timing())
+        res.facts["timing_setup_s"] = setup.seconds()
+        res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
+        self.ev._tick("baseline_setup", t_phase)
+        # the timed sides on a block of cores nothing else of kbenv uses (kbenv.sandbox.cpus)
+        sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
+        shared = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
+                  else "shared: the CPU's times earn no credit")
+        with sup.cpus.timing(sides) if sup.cpus else contextlib.nullcontext(shared) as fact:
+            res.facts["cpus"] = fact
+            watch = getattr(sup, "gpu_state_facts", False)
+            roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),
+                     "spare": [pid for p in sup.pool.spares for pid in p.pids()]} if watch else {}
+            before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
+            out = self._timed_rounds(res, bases, paused)
+            if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)
+                res.facts["gpu_state"] = {"start": before, "end": gpustate.snapshot(self.device.index or 0, roles)}
+            return out
 
     def _timed_rounds(self, res: EvalResult, bases: dict, paused: list) -> dict:
         sup, st = self.sup, self.st

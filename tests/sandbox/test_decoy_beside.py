@@ -21,7 +21,8 @@ def _ev(kind: str, room: int = 20 << 30):
         return {"noop_correct": False}
     side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbenv-side")
     device = torch.device("cpu" if kind == "sigstop" else "cuda")
-    plan = NS(room_bytes=room, worker_bytes=9 * GiB)  # a worker: its 8 GiB cap and its context
+    # the decoy's executor: its 8 GiB cap, its context and its lent slot (MemoryPlan.decoy_room)
+    plan = NS(room_bytes=room, decoy_bytes=10 * GiB, decoy_room=room >= 10 * GiB)
     return NS(sup=NS(fence=NS(kind=kind), side=side, plan=plan), device=device, decoy=decoy), started, threads
 
 

@@ -11,7 +11,8 @@ from kbenv.sandbox.supervisor import ExecutorPool
 
 
 def _pool(monkeypatch, device: str):
-    sup = NS(device=torch.device(device), limits={"spawn_s": 1.0})
+    sup = NS(device=torch.device(device), limits={"spawn_s": 1.0},
+             baselines=NS(dying_bytes=lambda: 0, wait_reaped=lambda: None))
     pool = ExecutorPool(sup, spares=0)
     monkeypatch.setattr(pool, "_spawn", lambda trusted=False: NS(name="fresh"))
     monkeypatch.setattr(process, "await_ready", lambda p, limit: None)
@@ -55,3 +56,27 @@ def test_take_never_waits_on_the_cpu(monkeypatch):
     pool.take()
     gate.set()
     assert waits == [False]
+
+
+def test_the_decoys_executor_beside_correctness_counts_itself_and_dying_baseline_sets(monkeypatch):
+    """The decoy's executor taken beside correctness uses the plan's room itself: executors and baseline sets still
+    being reaped are waited for unless they fit the room beside it (else an out-of-memory of the trusted side could
+    be judged the candidate's)."""
+    pool = _pool(monkeypatch, "cuda")
+    waits, reaped = [], []
+    real_join = pool.join
+    monkeypatch.setattr(pool, "join", lambda wait=True: (waits.append(wait), real_join(wait=False)))
+    dying_sets = [0]
+    pool.sup.baselines = NS(dying_bytes=lambda: dying_sets[0], wait_reaped=lambda: reaped.append(True))
+    gate = threading.Event()
+    pool.set_room(30 << 30, 2 << 30)
+    _dying(pool, gate, 1 << 30)  # 3 GiB may still be held
+    pool.take()  # the candidate's: 3 GiB dying fits 30 GiB of room
+    pool.take(beside_bytes=26 << 30)  # the decoy's beside: 3 + 26 fits
+    assert waits == [False, False] and not reaped
+    pool.take(beside_bytes=28 << 30)  # 3 + 28 does not: wait for the executor and for the baseline sets
+    assert waits[-1] is True and reaped == [True]
+    dying_sets[0] = 10 << 30  # an old baseline set still dying counts too
+    pool.take(beside_bytes=26 << 30)
+    assert waits[-1] is True and len(reaped) == 2
+    gate.set()

@@ -1,0 +1,228 @@
+"""Lanes: several supervisors sharing one GPU, with every timing phase alone on it (issue 13).
+
+A lane is one :class:`~kbenv.sandbox.supervisor.Supervisor` (one Ray actor), and ``lanes`` of them share a GPU.
+Their candidates' compile, correctness and decoy work may overlap; a timing phase never shares the GPU with
+anything, and any verdict that sharing could have caused is judged again with the lane alone on the GPU before it
+counts. What they agree on lives in three lock files per GPU (``flock``; a directory under the supervisors'
+/tmp, which every sandbox hides), one file descriptor per lane process for each:
+
+- ``gpu``: **shared** while a lane uses the GPU for anything but timing: its evaluation, and each of its processes
+  still being reaped (a dying CUDA context may still run kernels) until it is gone; **exclusive** while a lane
+  times its candidate against the baselines, or judges alone.
+- ``candidates``: **shared** while a lane's evaluation has (or may have) a candidate's process alive, its dying
+  processes included; **exclusive** for a lane judging alone, so that no other candidate holds device memory (no
+  bound holds a process's device memory from outside it) or GPU time then.
+- ``turnstile``: **exclusive** while a lane waits to judge alone; a lane starting an evaluation passes through it
+  (shared, then released at once), so a lane waiting to judge alone is not starved by the others' next ones.
+
+Order, so that no two lanes wait on each other: turnstile, candidates, gpu. An evaluation starts by passing the
+turnstile, then takes ``candidates`` and ``gpu`` shared; its timing phase gives ``gpu`` up and waits for it
+exclusive (with its candidate held by the fence, its spares paused and every process it disposed of reaped,
+so the lane is quiet while it waits), then takes it shared again; the evaluation gives both up when it ends. A
+lane judging alone takes all three exclusive, in that order, after giving up what it held.
+
+Within one lane process the holds are counted (the evaluation and each reaper thread), and one ``flock`` per file
+stands for all of them. While the lane holds a file exclusive, its own shared holds are already covered and are
+counted only: a reaper of the lane judging alone never waits on its own lane.
+
+A lane's own processes run nothing on the GPU while it holds nothing: spares start only while it holds ``gpu``
+(``ExecutorPool``) and are ready before it lets go, and a lane opens no baseline set ahead of its next evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+
+FILES = ("turnstile", "candidates", "gpu")
+
+
+def lock_dir(key: str) -> Path:
+    """The lock files' directory for the GPU ``key`` (its UUID): under the supervisors' own /tmp, which every
+    sandbox hides (``process.HIDDEN``), so no candidate can open, hold or delete a lock."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", key)[:120] or "gpu"
+    d = Path(tempfile.gettempdir()) / f"kbenv-lanes-{safe}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    st = d.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:  # made by someone else: its locks would be theirs to hold
+        raise RuntimeError(f"{d} is not this user's own directory (owner uid {st.st_uid}, mode {st.st_mode & 0o777:o})")
+    return d
+
+
+class _File:
+    """One lock file of this lane process: a count of shared holds and whether it is held exclusive."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.shared = 0
+        self.exclusive = False
+
+    def _flock(self, op: int) -> None:
+        fcntl.flock(self.fd, op)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class Lanes:
+    """This supervisor's side of a GPU shared by ``lanes`` supervisors (see the module's docstring)."""
+
+    def __init__(self, key: str, lanes: int, directory: Path | None = None):
+        if lanes < 2:
+            raise ValueError("lanes share a GPU between at least two supervisors")
+        self.lanes = int(lanes)
+        self.key = key
+        d = directory or lock_dir(key)
+        self._files = {name: _File(d / f"{name}.lock") for name in FILES}
+        self._mu = threading.Lock()  # counts and flocks of this process: one change at a time
+        self.alone_runs = 0  # evaluations judged again alone (a fact)
+
+    # ------------------------------------------------------------------------------------- shared holds
+    def _acquire_shared(self, name: str) -> None:
+        f = self._files[name]
+        with self._mu:
+            if f.exclusive or f.shared:
+                f.shared += 1
+                return
+        f._flock(fcntl.LOCK_SH)  # may wait (another lane times or judges alone): outside the process's mutex
+        with self._mu:
+            f.shared += 1
+
+    def _release_shared(self, name: str) -> None:
+        f = self._files[name]
+        with self._mu:
+            if f.shared <= 0:
+                raise RuntimeError(f"lanes: {name} released more often than held")
+            f.shared -= 1
+            if not f.shared and not f.exclusive:
+                f._flock(fcntl.LOCK_UN)
+
+    def hold(self, gpu: bool = True, candidates: bool = False) -> "Hold":
+        """A shared hold for a process of this lane being reaped (``gpu``; ``candidates`` when it ran candidate
+        code), taken now by a thread that already holds them (never waits) and released by :meth:`Hold.release`
+        once the process is gone."""
+        names = [n for n, want in (("candidates", candidates), ("gpu", gpu)) if want]
+        for n in names:
+            self._acquire_shared(n)
+        return Hold(self, names)
+
+    @contextlib.contextmanager
+    def evaluation(self):
+        """An evaluation sharing the GPU: through the turnstile, then ``candidates`` and ``gpu`` shared."""
+        t = self._files["turnstile"]
+        if not t.exclusive:
+            t._flock(fcntl.LOCK_SH)
+            t._flock(fcntl.LOCK_UN)
+        self._acquire_shared("candidates")
+        try:
+            self._acquire_shared("gpu")
+            try:
+                yield
+            finally:
+                self._release_shared("gpu")
+        finally:
+            self._release_shared("candidates")
+
+    # -------------------------------------------------------------------------------------- exclusive
+    @contextlib.contextmanager
+    def timing(self):
+        """The GPU alone for a timing phase: the evaluation's shared hold of ``gpu`` given up (it must be the lane's
+        only one: everything the lane disposed of is reaped), ``gpu`` exclusive until the block ends, then shared
+        again. Inside :meth:`alone` the lane has the GPU already."""
+        g = self._files["gpu"]
+        if g.exclusive:
+            yield
+            return
+        with self._mu:
+            if g.shared != 1:
+                raise RuntimeError(f"lanes: the timing phase needs the lane quiet, but it holds {g.shared} shared "
+                                   "holds of the GPU (a process still being reaped)")
+            g.shared = 0
+            g._flock(fcntl.LOCK_UN)
+        try:
+            g._flock(fcntl.LOCK_EX)
+            g.exclusive = True
+            yield
+        finally:
+            with self._mu:
+                g.exclusive = False
+                g._flock(fcntl.LOCK_SH)  # a conversion: other lanes waiting for it exclusive wait on
+                g.shared = 1
+
+    @contextlib.contextmanager
+    def alone(self):
+        """The lane alone on the GPU: no other lane's candidate alive, nothing else of theirs on the GPU. Called
+        with nothing of this lane held (its processes reaped)."""
+        held = [n for n, f in self._files.items() if f.shared or f.exclusive]
+        if held:
+            raise RuntimeError(f"lanes: judging alone needs the lane quiet, but it holds {held}")
+        taken = []
+        try:
+            for name in FILES:  # the module's order: turnstile, candidates, gpu
+                f = self._files[name]
+                f._flock(fcntl.LOCK_EX)
+                f.exclusive = True
+                taken.append(f)
+            self.alone_runs += 1
+            yield
+        finally:
+            for f in reversed(taken):
+                with self._mu:
+                    f.exclusive = False
+                    if not f.shared:
+                        f._flock(fcntl.LOCK_UN)
+                    else:  # holds of this lane's reapers outlive the run: shared now
+                        f._flock(fcntl.LOCK_SH)
+
+    def held(self) -> dict:
+        """What this lane holds now (for tests and facts)."""
+        with self._mu:
+            return {n: ("exclusive" if f.exclusive else f.shared) for n, f in self._files.items()}
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+
+
+class Hold:
+    """Shared holds of a process of this lane until it is gone (:meth:`Lanes.hold`)."""
+
+    def __init__(self, lanes: Lanes, names: list[str]):
+        self._lanes, self._names, self._done = lanes, names, False
+
+    def release(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for n in reversed(self._names):
+            self._lanes._release_shared(n)
+
+
+# Verdicts that sharing the GPU could have caused: judged again alone before they count.
+SHARING_CAUSABLE = frozenset({"oom", "timeout", "crash"})
+
+
+def sharing_could_cause(res) -> bool:
+    """Whether a result could be another lane's doing: out of memory anywhere (a candidate's own allocation, the
+    trusted side, a spare's start), a deadline missed (the GPU and CPUs shared), a process killed (the host's
+    memory shared); a decoy verdict whose no-op run failed that way. Wrong values, wrong shapes, compile errors
+    and passes stand: contexts share no memory or faults, the timing phase runs alone, and lent memory reaches
+    an executor only as a descriptor its own supervisor passes it."""
+    if res.verdict == "pass":
+        return False
+    if res.category in SHARING_CAUSABLE:
+        return True
+    text = f"{res.reason or ''} {res.error or ''}".lower()
+    if "out of memory" in text or "cuda_error_out_of_memory" in text:
+        return True
+    decoy = (res.facts or {}).get("decoy") or {}
+    failure = decoy.get("noop_failure")
+    return res.category == "decoy" and failure in SHARING_CAUSABLE
+
+
+__all__ = ["Lanes", "Hold", "lock_dir", "sharing_could_cause", "SHARING_CAUSABLE"]

@@ -1,0 +1,203 @@
+"""Lanes (``kbenv.sandbox.lanes``): supervisors sharing a GPU. Two ``Lanes`` objects over one lock directory stand
+for two lane processes (each has its own file descriptors, and ``flock`` arbitrates between descriptors as between
+processes). What must hold: a timing phase never shares the GPU with another lane's evaluation or with a lane's
+dying process; judging alone waits for every other lane's candidates and is not starved by their next evaluations;
+a lane that is not quiet cannot start timing or judging alone; and which results are judged again alone."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace as NS
+
+import pytest
+
+from kbenv.sandbox.lanes import Lanes, sharing_could_cause
+
+WAIT = 5.0  # seconds a thread that must get through is given
+BLOCKED = 0.4  # seconds a thread that must wait is watched for
+
+
+def _pair(tmp_path):
+    return Lanes("test-gpu", 2, directory=tmp_path), Lanes("test-gpu", 2, directory=tmp_path)
+
+
+def _in_thread(fn) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """Run ``fn(entered, leave)`` in a thread: it sets ``entered`` once it holds what it asked for, and holds it
+    until ``leave`` is set."""
+    entered, leave = threading.Event(), threading.Event()
+    t = threading.Thread(target=fn, args=(entered, leave), daemon=True)
+    t.start()
+    return t, entered, leave
+
+
+def _evaluating(lane):
+    def fn(entered, leave):
+        with lane.evaluation():
+            entered.set()
+            leave.wait(WAIT * 4)
+    return fn
+
+
+def _timing(lane):
+    def fn(entered, leave):
+        with lane.evaluation():
+            with lane.timing():
+                entered.set()
+                leave.wait(WAIT * 4)
+    return fn
+
+
+def test_two_lanes_evaluate_side_by_side(tmp_path):
+    a, b = _pair(tmp_path)
+    ta, ina, outa = _in_thread(_evaluating(a))
+    tb, inb, outb = _in_thread(_evaluating(b))
+    assert ina.wait(WAIT) and inb.wait(WAIT)  # both hold the GPU shared at once
+    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    outa.set(), outb.set()
+    ta.join(WAIT), tb.join(WAIT)
+    assert a.held() == {"turnstile": 0, "candidates": 0, "gpu": 0}
+
+
+def test_a_timing_phase_waits_for_the_other_lanes_evaluation_and_then_has_the_gpu_alone(tmp_path):
+    a, b = _pair(tmp_path)
+    tb, inb, outb = _in_thread(_evaluating(b))
+    assert inb.wait(WAIT)
+    ta, ina, outa = _in_thread(_timing(a))
+    assert not ina.wait(BLOCKED)  # b's evaluation holds the GPU shared: a's timing waits
+    outb.set()
+    assert ina.wait(WAIT)  # b is done: a times
+    assert a.held()["gpu"] == "exclusive"
+    tc, inc, outc = _in_thread(_evaluating(b))
+    assert not inc.wait(BLOCKED)  # while a times, b's next evaluation does not start
+    outa.set()
+    assert inc.wait(WAIT)
+    outc.set()
+    for t in (ta, tb, tc):
+        t.join(WAIT)
+
+
+def test_a_dying_process_of_one_lane_keeps_the_others_timing_waiting_until_it_is_gone(tmp_path):
+    a, b = _pair(tmp_path)
+    with b.evaluation():
+        hold = b.hold(gpu=True, candidates=True)  # a reaper's: the process may still run kernels
+    assert b.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    ta, ina, outa = _in_thread(_timing(a))
+    assert not ina.wait(BLOCKED)
+    hold.release()  # the process is gone
+    assert ina.wait(WAIT)
+    outa.set()
+    ta.join(WAIT)
+
+
+def test_a_lane_that_is_not_quiet_may_not_start_timing_or_judge_alone(tmp_path):
+    a, _ = _pair(tmp_path)
+    with a.evaluation():
+        hold = a.hold(gpu=True)  # a process of its own still being reaped
+        with pytest.raises(RuntimeError, match="quiet"):
+            with a.timing():
+                pass
+        hold.release()
+        with pytest.raises(RuntimeError, match="quiet"):
+            with a.alone():
+                pass
+        with a.timing():  # quiet now
+            assert a.held()["gpu"] == "exclusive"
+        assert a.held()["gpu"] == 1
+
+
+def _alone(lane):
+    def fn(entered, leave):
+        with lane.alone():
+            entered.set()
+            leave.wait(WAIT * 4)
+    return fn
+
+
+def test_judging_alone_waits_for_every_other_candidate_and_is_not_starved(tmp_path):
+    a, b = _pair(tmp_path)
+    tb, inb, outb = _in_thread(_evaluating(b))
+    assert inb.wait(WAIT)
+    ta, ina, outa = _in_thread(_alone(a))
+    assert not ina.wait(BLOCKED)  # b has a candidate alive
+    tc, inc, outc = _in_thread(_evaluating(b))  # b's next evaluation, queued behind the lane judging alone
+    outb.set()
+    assert ina.wait(WAIT)  # a is alone: b's next did not slip in before it
+    assert not inc.wait(BLOCKED)
+    assert a.held() == {"turnstile": "exclusive", "candidates": "exclusive", "gpu": "exclusive"}
+    with a.evaluation():  # the lane's own holds inside are counted only (its reapers never wait on itself)
+        with a.timing():
+            pass
+    a.hold(gpu=True, candidates=True).release()
+    outa.set()
+    ta.join(WAIT)
+    assert inc.wait(WAIT)
+    outc.set()
+    tc.join(WAIT), tb.join(WAIT)
+
+
+def test_a_lane_that_judged_alone_keeps_only_its_reapers_holds_after(tmp_path):
+    a, b = _pair(tmp_path)
+    with a.alone():
+        hold = a.hold(gpu=True, candidates=True)  # a process disposed of during the run, still dying after it
+    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    tb, inb, outb = _in_thread(_timing(b))
+    assert not inb.wait(BLOCKED)
+    hold.release()
+    assert inb.wait(WAIT)
+    outb.set()
+    tb.join(WAIT)
+
+
+def _res(verdict="fail", category=None, reason="", error="", decoy=None):
+    return NS(verdict=verdict, category=category, reason=reason, error=error, facts={"decoy": decoy} if decoy else {})
+
+
+def test_which_results_are_judged_again_alone():
+    assert not sharing_could_cause(_res("pass"))
+    for category in ("oom", "timeout", "crash"):
+        assert sharing_could_cause(_res(category=category))
+    assert sharing_could_cause(_res(category="compile", error="torch.OutOfMemoryError: CUDA out of memory."))
+    assert sharing_could_cause(_res(category="decoy", decoy={"noop_failure": "oom"}))
+    # wrong values, a wrong shape, a compile error, a decoy whose no-op output was simply right: they stand
+    for category in ("inaccurate", "shape", "compile", "mutation", "distribution"):
+        assert not sharing_could_cause(_res(category=category, reason="max error 3.1"))
+    assert not sharing_could_cause(_res(category="decoy", decoy={"noop_correct": True}))
+
+
+def test_two_lanes_need_two_supervisors():
+    with pytest.raises(ValueError, match="at least two"):
+        Lanes("x", 1)
+
+
+def test_the_lock_files_live_where_no_sandbox_reaches():
+    from kbenv.sandbox import process
+    from kbenv.sandbox.lanes import lock_dir
+    d = lock_dir("GPU-1234/../x")
+    assert d.parent.as_posix() in [h.rstrip("/") for h in process.HIDDEN] and ".." not in d.name
+    assert (d.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_lane_passes_an_honest_kernel_and_judges_a_timeout_again_alone(cache_dir, tmp_path):
+    """A supervisor as one of two lanes (on the CPU: the same locks, no GPU): an honest ReLU passes on its shared
+    run; a candidate that hangs in correctness times out (a verdict the sharing could have caused: the GPU and the
+    cores shared), so it is judged again alone, and that judgment is the result; the lane holds nothing after."""
+    import uuid
+
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from test_faults import GOOD, PID, with_forward
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}",
+                     limits={"compile_s": 30, "spawn_s": 30, "trial_s": 4, "timing_s": 60})
+    try:
+        good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        assert good.verdict == "pass", (good.category, good.reason, good.error)
+        assert good.facts["lanes"] == {"lanes": 2, "alone": False}
+        hang = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("while True: pass\n"), size="small"))
+        assert hang.category == "timeout", (hang.category, hang.reason)
+        assert hang.facts["lanes"]["alone"] is True and "timeout" in hang.facts["lanes"]["shared_result"]
+        assert sup.lanes.alone_runs == 1
+        sup.pool.join()
+        sup.baselines.join()
+        assert sup.lanes.held() == {"turnstile": 0, "candidates": 0, "gpu": 0}
+    finally:
+        sup.close()
