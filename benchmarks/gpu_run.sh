@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
 #   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted prefetch suite rollout rollout-bad audit profile
-#                                         subset medium caps redteam refacc precision lookahead buildfarm eval
+#                                         subset medium caps redteam refacc precision lookahead buildfarm ipcspike eval
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
 # The calls that produced docs/results/h200-*.txt (the device tool, 600 s per call):
@@ -116,6 +116,9 @@ for stage in "$@"; do
     buildfarm) # issue 13: GPU wait for CUDA compilation, 8 load_inline candidates, without and with builders
              timeout ${BUILDFARM_LIMIT:-500} python3 "$R/benchmarks/compile_farm.py" --n ${BUILDFARM_N:-8} ${BUILDFARM_ARGS:-} \
                --out "$OUT/compile_farm.json" > "$OUT/compile_farm.log" 2>&1 ;;
+    ipcspike) # issue 13 (lanes): can one candidate's executor reach another's exported output? (about 30 s)
+             timeout ${IPCSPIKE_LIMIT:-120} python3 "$R/benchmarks/sibling_ipc_spike.py" --out "$OUT/sibling_ipc.json" \
+               > "$OUT/sibling_ipc.log" 2>&1 ;;
     eval) # one candidate through kbenv eval, its whole result (facts included) as JSON: EVAL_PROBLEM, EVAL_KERNEL
           timeout ${EVAL_LIMIT:-60} python3 -m kbenv.cli eval --problem "$EVAL_PROBLEM" --kernel "$R/$EVAL_KERNEL" \
             --device cuda --json > "$OUT/eval.json" 2> "$OUT/eval.log" ;;
