@@ -54,6 +54,7 @@ import ctypes
 import torch, torch.nn as nn
 from kbenv.sandbox import devshare
 torch.zeros(1, device="cuda")  # a context
+devshare._use_device(0)  # the primary context current on this thread, as the supervisor's IpcImports makes it
 lib = devshare._lib()
 h = devshare._IpcHandle()
 raw = bytes.fromhex("HEX")
@@ -114,6 +115,17 @@ def main() -> None:
     time.sleep(0.5)
     out["a2_handles"] = {t: _lines(a2.log_tail(20000), t) for t in ("HANDLE_T", "HANDLE_U")}
     out["a2_uid"] = a2.uid
+    # the control: the supervisor's own route (IpcImports, outside any sandbox) maps the same handle
+    try:
+        import torch
+        from kbenv.sandbox import devshare
+        imp = devshare.IpcImports(torch.device("cuda:0"))
+        hex0 = handles["HANDLE_T"][0][0]
+        v = imp.view(bytes.fromhex(hex0), 0, 16).view(torch.float32)
+        out["supervisor_reads"] = [float(x) for x in v.cpu()]
+        imp.close()
+    except Exception as e:  # noqa: BLE001 - reported
+        out["supervisor_reads"] = repr(e)[:300]
     hex_t = handles["HANDLE_T"][0][0] if handles["HANDLE_T"] else None
     if hex_t:
         b, lease_b, err_b, _ = _executor(root, SRC_B.replace("HEX", hex_t))

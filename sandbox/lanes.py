@@ -14,12 +14,18 @@ counts. What they agree on lives in three lock files per GPU (``flock``; a direc
   bound holds a process's device memory from outside it) or GPU time then.
 - ``turnstile``: **exclusive** while a lane waits to judge alone; a lane starting an evaluation passes through it
   (shared, then released at once), so a lane waiting to judge alone is not starved by the others' next ones.
+- ``gpu_turn``: **exclusive** while a lane waits for ``gpu`` exclusive to time; a lane taking ``gpu`` shared for
+  an evaluation passes through it first. ``flock`` grants a lock to whoever asks when it is free, not to who waited
+  longest: without this turn, a lane whose evaluations follow each other (each one's shared hold taken before its
+  last one's reapers let go) kept another lane's timing phase waiting for 100 s on the H200.
 
-Order, so that no two lanes wait on each other: turnstile, candidates, gpu. An evaluation starts by passing the
-turnstile, then takes ``candidates`` and ``gpu`` shared; its timing phase gives ``gpu`` up and waits for it
-exclusive (with its candidate held by the fence, its spares paused and every process it disposed of reaped,
-so the lane is quiet while it waits), then takes it shared again; the evaluation gives both up when it ends. A
-lane judging alone takes all three exclusive, in that order, after giving up what it held.
+Order, so that no two lanes wait on each other: turnstile, candidates, gpu_turn, gpu. An evaluation starts by
+passing the turnstile, then takes ``candidates`` shared, passes ``gpu_turn`` and takes ``gpu`` shared; its timing
+phase gives ``gpu`` up, takes ``gpu_turn`` and waits for ``gpu`` exclusive (with its candidate held by the fence,
+its spares paused and every process it disposed of reaped, so the lane is quiet while it waits), lets ``gpu_turn``
+go once it has ``gpu``, and takes ``gpu`` shared again when the phase ends; the evaluation gives both up when it
+ends. A lane judging alone takes turnstile, candidates and gpu exclusive, in that order, after giving up what it
+held.
 
 Within one lane process the holds are counted (the evaluation and each reaper thread), and one ``flock`` per file
 stands for all of them. While the lane holds a file exclusive, its own shared holds are already covered and are
@@ -39,7 +45,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-FILES = ("turnstile", "candidates", "gpu")
+FILES = ("turnstile", "candidates", "gpu_turn", "gpu")
+ALONE = ("turnstile", "candidates", "gpu")  # what judging alone takes exclusive, in this order
 
 
 def lock_dir(key: str) -> Path:
@@ -111,15 +118,23 @@ class Lanes:
             self._acquire_shared(n)
         return Hold(self, names)
 
-    @contextlib.contextmanager
-    def evaluation(self):
-        """An evaluation sharing the GPU: through the turnstile, then ``candidates`` and ``gpu`` shared."""
-        t = self._files["turnstile"]
+    def _pass(self, name: str) -> None:
+        """Through a turn: wait while another lane holds it exclusive (never while this lane does)."""
+        t = self._files[name]
         if not t.exclusive:
             t._flock(fcntl.LOCK_SH)
             t._flock(fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def evaluation(self):
+        """An evaluation sharing the GPU: through the turnstile, ``candidates`` shared, through ``gpu_turn``, ``gpu``
+        shared."""
+        self._pass("turnstile")
         self._acquire_shared("candidates")
         try:
+            # even where this lane's reapers still hold gpu shared: an evaluation that rode on them would keep a
+            # waiting timing phase out as long as evaluations follow each other
+            self._pass("gpu_turn")
             self._acquire_shared("gpu")
             try:
                 yield
@@ -145,8 +160,13 @@ class Lanes:
             g.shared = 0
             g._flock(fcntl.LOCK_UN)
         try:
-            g._flock(fcntl.LOCK_EX)
-            g.exclusive = True
+            turn = self._files["gpu_turn"]
+            turn._flock(fcntl.LOCK_EX)  # the next to time: new shared holds of other lanes wait behind this turn
+            try:
+                g._flock(fcntl.LOCK_EX)
+                g.exclusive = True
+            finally:
+                turn._flock(fcntl.LOCK_UN)
             yield
         finally:
             with self._mu:
@@ -163,7 +183,7 @@ class Lanes:
             raise RuntimeError(f"lanes: judging alone needs the lane quiet, but it holds {held}")
         taken = []
         try:
-            for name in FILES:  # the module's order: turnstile, candidates, gpu
+            for name in ALONE:  # the module's order: turnstile, candidates, gpu
                 f = self._files[name]
                 f._flock(fcntl.LOCK_EX)
                 f.exclusive = True

@@ -52,10 +52,10 @@ def test_two_lanes_evaluate_side_by_side(tmp_path):
     ta, ina, outa = _in_thread(_evaluating(a))
     tb, inb, outb = _in_thread(_evaluating(b))
     assert ina.wait(WAIT) and inb.wait(WAIT)  # both hold the GPU shared at once
-    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu_turn": 0, "gpu": 1}
     outa.set(), outb.set()
     ta.join(WAIT), tb.join(WAIT)
-    assert a.held() == {"turnstile": 0, "candidates": 0, "gpu": 0}
+    assert a.held() == {"turnstile": 0, "candidates": 0, "gpu_turn": 0, "gpu": 0}
 
 
 def test_a_timing_phase_waits_for_the_other_lanes_evaluation_and_then_has_the_gpu_alone(tmp_path):
@@ -80,7 +80,7 @@ def test_a_dying_process_of_one_lane_keeps_the_others_timing_waiting_until_it_is
     a, b = _pair(tmp_path)
     with b.evaluation():
         hold = b.hold(gpu=True, candidates=True)  # a reaper's: the process may still run kernels
-    assert b.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    assert b.held() == {"turnstile": 0, "candidates": 1, "gpu_turn": 0, "gpu": 1}
     ta, ina, outa = _in_thread(_timing(a))
     assert not ina.wait(BLOCKED)
     hold.release()  # the process is gone
@@ -123,7 +123,7 @@ def test_judging_alone_waits_for_every_other_candidate_and_is_not_starved(tmp_pa
     outb.set()
     assert ina.wait(WAIT)  # a is alone: b's next did not slip in before it
     assert not inc.wait(BLOCKED)
-    assert a.held() == {"turnstile": "exclusive", "candidates": "exclusive", "gpu": "exclusive"}
+    assert a.held() == {"turnstile": "exclusive", "candidates": "exclusive", "gpu_turn": 0, "gpu": "exclusive"}
     with a.evaluation():  # the lane's own holds inside are counted only (its reapers never wait on itself)
         with a.timing():
             pass
@@ -135,11 +135,30 @@ def test_judging_alone_waits_for_every_other_candidate_and_is_not_starved(tmp_pa
     tc.join(WAIT), tb.join(WAIT)
 
 
+def test_a_waiting_timing_phase_is_not_starved_by_the_other_lanes_evaluations_that_follow_each_other(tmp_path):
+    """The H200's first two-lane rollout: one lane's timing phase waited 100 s while the other lane's evaluations
+    followed each other, each one's shared hold taken before the last one's reapers let go. The next evaluation
+    now waits behind the timing phase's turn."""
+    a, b = _pair(tmp_path)
+    with b.evaluation():
+        reaper = b.hold(gpu=True, candidates=True)  # b's last evaluation's process, still dying
+    ta, ina, outa = _in_thread(_timing(a))
+    assert not ina.wait(BLOCKED)  # a waits for b's dying process
+    tb, inb, outb = _in_thread(_evaluating(b))  # b's next evaluation: not before a has timed
+    assert not inb.wait(BLOCKED)
+    reaper.release()
+    assert ina.wait(WAIT) and not inb.wait(BLOCKED)
+    outa.set()
+    assert inb.wait(WAIT)
+    outb.set()
+    ta.join(WAIT), tb.join(WAIT)
+
+
 def test_a_lane_that_judged_alone_keeps_only_its_reapers_holds_after(tmp_path):
     a, b = _pair(tmp_path)
     with a.alone():
         hold = a.hold(gpu=True, candidates=True)  # a process disposed of during the run, still dying after it
-    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu": 1}
+    assert a.held() == {"turnstile": 0, "candidates": 1, "gpu_turn": 0, "gpu": 1}
     tb, inb, outb = _in_thread(_timing(b))
     assert not inb.wait(BLOCKED)
     hold.release()
@@ -198,6 +217,6 @@ def test_a_lane_passes_an_honest_kernel_and_judges_a_timeout_again_alone(cache_d
         assert sup.lanes.alone_runs == 1
         sup.pool.join()
         sup.baselines.join()
-        assert sup.lanes.held() == {"turnstile": 0, "candidates": 0, "gpu": 0}
+        assert sup.lanes.held() == {"turnstile": 0, "candidates": 0, "gpu_turn": 0, "gpu": 0}
     finally:
         sup.close()
