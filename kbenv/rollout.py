@@ -63,7 +63,7 @@ class RolloutConfig:
     """auto, cuda or cpu"""
     size: str = "auto"
     """small, medium, full, auto (full on cuda, small on cpu) or largest (per problem, the largest size whose
-    memory plan fits the device: on an H200, medium for the 4 problems whose full size does not fit)"""
+    memory plan fits the device: on an H200, medium for the 2 problems whose full size does not fit)"""
     precision: str = ""
     """fp32 or bf16 ('' = each problem's default)"""
     backend: str = "triton"

@@ -278,11 +278,6 @@ class BaselineExecutors:
                 self._open(st, layout, self.AHEAD, wait=False)
                 if self._built_marker(st, layout).exists():
                     self._send_warmup(layout, example_inputs)
-                # and processes for another problem, importing torch now without a context: when the next
-                # evaluation is of another problem (expect() closes the set just opened), its set starts from these
-                # instead of from new processes (5-8 s of imports: 5-7 s of each evaluation's baseline set-up in
-                # the 16-problem H200 rollout)
-                self.spawn_ahead(start=False)
                 return
             except (BaselineError, torch.OutOfMemoryError):
                 # tried again, and raised or judged, when an evaluation needs them (the memory may be held by the

@@ -563,8 +563,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
         # Each process's libraries (supervisor, worker, baseline workers, spares), the models built on the host
         # before they move (fp32), and the host arena that outputs fall back to when device memory cannot be
         # shared.
-        # (the baseline processes twice: a set opened ahead for this problem and one spawned for another)
-        host = ((2 + spares + 2 * baseline_processes) * HOST_PROCESS_BYTES_CUDA
+        host = ((2 + spares + baseline_processes) * HOST_PROCESS_BYTES_CUDA
                 + (2 + baseline_processes) * fp.reference_param_bytes + fp.output_slot_bytes
                 + SANDBOX_WRITERS * WRITE_QUOTA_BYTES)
     else:

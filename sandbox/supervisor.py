@@ -118,10 +118,15 @@ class ExecutorPool:
 
     def settle(self) -> None:
         """Every spare started is ready (lanes: before the lane lets the GPU go, nothing of it may still be
-        creating its CUDA context)."""
-        for p in self.spares:
+        creating its CUDA context). A spare that does not start is killed and dropped here (its replacement is
+        spawned by the next refill, and a machine that cannot start one fails the next take loudly)."""
+        for p in list(self.spares):
             if p.started and not p.ready:
-                process.await_ready(p, self.sup.limits["spawn_s"])
+                try:
+                    process.await_ready(p, self.sup.limits["spawn_s"])
+                except SpawnError:
+                    p.kill()
+                    self.spares.remove(p)
 
     def pending(self) -> list:
         """The reapers of executors still dying now (an earlier evaluation's, seen from a new one)."""

@@ -220,3 +220,35 @@ def test_a_lane_passes_an_honest_kernel_and_judges_a_timeout_again_alone(cache_d
         assert sup.lanes.held() == {"turnstile": 0, "candidates": 0, "gpu_turn": 0, "gpu": 0}
     finally:
         sup.close()
+
+
+def test_what_a_sibling_could_have_caused_is_decided_by_the_run_alone(cache_dir, monkeypatch):
+    """A sibling lane's candidate takes memory or time, and this lane's honest candidate fails its shared run for it
+    (simulated: the shared run reports ``oom``, as the trusted side or the candidate's own allocation would). The
+    result that counts is the run alone, where the honest kernel passes; the shared run is kept as a fact. A wrong
+    answer is not judged again: only what sharing could cause is."""
+    import uuid
+
+    from kbenv.sandbox import supervisor as S
+    from kbenv.sandbox.result import EvalRequest
+    from test_faults import GOOD, PID, with_forward
+    sup = S.Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}",
+                       limits={"compile_s": 30, "spawn_s": 30, "trial_s": 20, "timing_s": 60})
+    real, runs = S.Supervisor._evaluate, []
+
+    def evaluate(self, req):
+        alone = self.lanes.held()["gpu"] == "exclusive"
+        runs.append(alone)
+        res = real(self, req)
+        if not alone and req.candidate == GOOD:  # the sibling's doing, in the shared run only
+            res.verdict, res.category, res.reason = "fail", "oom", "out of memory while the candidate's executor was alive"
+        return res
+    monkeypatch.setattr(S.Supervisor, "_evaluate", evaluate)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        assert runs == [False, True] and r.verdict == "pass", (r.category, r.reason)
+        assert r.facts["lanes"]["alone"] is True and "oom" in r.facts["lanes"]["shared_result"]
+        wrong = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("return x * 0\n"), size="small"))
+        assert runs[2:] == [False] and wrong.verdict == "fail" and wrong.facts["lanes"]["alone"] is False
+    finally:
+        sup.close()
