@@ -6,6 +6,7 @@ a lane that is not quiet cannot start timing or judging alone; and which results
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from types import SimpleNamespace as NS
 
@@ -30,21 +31,31 @@ def _in_thread(fn) -> tuple[threading.Thread, threading.Event, threading.Event]:
     return t, entered, leave
 
 
-def _evaluating(lane):
+def _holding(enter):
+    """A thread body that holds ``enter()`` (a context manager) from ``entered`` until ``leave``."""
     def fn(entered, leave):
-        with lane.evaluation():
+        with enter():
             entered.set()
             leave.wait(WAIT * 4)
     return fn
 
 
+def _evaluating(lane):
+    return _holding(lane.evaluation)
+
+
+@contextlib.contextmanager
+def _timed(lane):
+    with lane.evaluation(), lane.timing():
+        yield
+
+
 def _timing(lane):
-    def fn(entered, leave):
-        with lane.evaluation():
-            with lane.timing():
-                entered.set()
-                leave.wait(WAIT * 4)
-    return fn
+    return _holding(lambda: _timed(lane))
+
+
+def _alone(lane):
+    return _holding(lane.alone)
 
 
 def test_two_lanes_evaluate_side_by_side(tmp_path):
@@ -103,14 +114,6 @@ def test_a_lane_that_is_not_quiet_may_not_start_timing_or_judge_alone(tmp_path):
         with a.timing():  # quiet now
             assert a.held()["gpu"] == "exclusive"
         assert a.held()["gpu"] == 1
-
-
-def _alone(lane):
-    def fn(entered, leave):
-        with lane.alone():
-            entered.set()
-            leave.wait(WAIT * 4)
-    return fn
 
 
 def test_judging_alone_waits_for_every_other_candidate_and_is_not_starved(tmp_path):
