@@ -143,7 +143,7 @@ class ExecutorPool:
         its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
         when its decoy executor is disposed)."""
         p.signal_kill()
-        lanes = self.sup.lanes
+        lanes = getattr(self.sup, "lanes", None)
         # lanes: spares start only at an evaluation's beginning (Supervisor.evaluate), so that they are ready
         # before the lane lets the GPU go; the dying process keeps the lane's shared holds until it is gone
         self.refill(start=start_spares and lanes is None)
