@@ -223,14 +223,17 @@ class Hold:
             self._lanes._release_shared(n)
 
 
-# Verdicts that sharing the GPU could have caused: judged again alone before they count.
-SHARING_CAUSABLE = frozenset({"oom", "timeout", "crash"})
+# Verdicts that sharing the GPU could have caused: judged again alone before they count. ``nondeterministic``
+# too: a kernel whose result depends on the order its blocks run in (float atomics) meets another schedule when
+# another context shares the SMs.
+SHARING_CAUSABLE = frozenset({"oom", "timeout", "crash", "nondeterministic"})
 
 
 def sharing_could_cause(res) -> bool:
     """Whether a result could be another lane's doing: out of memory anywhere (a candidate's own allocation, the
     trusted side, a spare's start), a deadline missed (the GPU and CPUs shared), a process killed (the host's
-    memory shared); a decoy verdict whose no-op run failed that way. Wrong values, wrong shapes, compile errors
+    memory shared), outputs that differ between two runs of the same inputs (another schedule of the SMs); a
+    decoy verdict whose no-op run failed that way. Wrong values, wrong shapes, compile errors
     and passes stand: contexts share no memory or faults, the timing phase runs alone, and lent memory reaches
     an executor only as a descriptor its own supervisor passes it."""
     if res.verdict == "pass":

@@ -176,7 +176,7 @@ def _res(verdict="fail", category=None, reason="", error="", decoy=None):
 
 def test_which_results_are_judged_again_alone():
     assert not sharing_could_cause(_res("pass"))
-    for category in ("oom", "timeout", "crash"):
+    for category in ("oom", "timeout", "crash", "nondeterministic"):
         assert sharing_could_cause(_res(category=category))
     assert sharing_could_cause(_res(category="compile", error="torch.OutOfMemoryError: CUDA out of memory."))
     assert sharing_could_cause(_res(category="decoy", decoy={"noop_failure": "oom"}))
