@@ -1,7 +1,7 @@
 """Repeatability and cost of the trusted measurement path (issue 11's figures), on one device.
 
     python benchmarks/trusted_bench.py [--device cuda] [--size full] [--repeats 5] [--problems ...] [--out F.json]
-                                       [--baselines default|fresh|kept]
+                                       [--baselines default|fresh|kept] [--beside-lane]
 
 For each problem (default: kernelbench 23, 88, 40 and dlrm 2) its known-good kernel is evaluated ``--repeats``
 times with a clean executor ready (the first evaluation, which builds the reference and the baseline processes,
@@ -9,12 +9,19 @@ is reported apart). Printed per evaluation: verdict, paired speedup and its rela
 median per-call time, rounds, wall time, phases and the GPU's busy time (NVML samples) during it; per problem:
 the speedups' mean and coefficient of variation. The fixed cost of one call through the path (send, a tiny
 kernel, fenced) is measured as the per-call time of problem 19's known-good ReLU at the small size.
+
+``--size largest`` takes each problem's largest size that fits (with ``--beside-lane``, half the device).
+``--beside-lane`` measures the same under load (issue 13: the repeatability must hold back to back): the bench's
+supervisor is one of two lanes on the device (``kbenv.sandbox.lanes``), and a second process, the other lane,
+evaluates known-good kernels back to back (``--load-problems``, at the largest size its share fits) until the bench
+ends. Each row then says whether its result was judged alone, and how long its timing phase waited for the other.
 """
 
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,9 +41,17 @@ def main() -> None:
     ap.add_argument("--baselines", choices=["default", "fresh", "kept"], default="default",
                     help="baseline processes: new for every evaluation (fresh), kept while the problem stays "
                          "current (kept), or the supervisor's default for the device")
+    ap.add_argument("--beside-lane", action="store_true",
+                    help="one of two lanes on the device, the other evaluating --load-problems back to back")
+    ap.add_argument("--load-problems", default="kernelbench/level1/88,kernelbench/level1/40,dlrm/1,kernelbench/level1/19",
+                    help="what the other lane evaluates, in a loop (its known-good kernels)")
+    ap.add_argument("--lane-key", default=None, help=argparse.SUPPRESS)  # the other lane's: the bench's device
+    ap.add_argument("--load-until", default=None, help=argparse.SUPPRESS)  # the other lane runs until this file exists
     args = ap.parse_args()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.load_until:
+        return load_lane(args)
     from kbenv.agents.scripted import KnownGoodPolicy
     from kbenv.prompts import extract_code
     from kbenv.sandbox.result import EvalRequest
@@ -47,7 +62,16 @@ def main() -> None:
     except Exception:  # noqa: BLE001 - NVML is optional for this benchmark
         busy = None
     good = KnownGoodPolicy()
-    sup = Supervisor(device=args.device, fresh_baselines={"default": None, "fresh": True, "kept": False}[args.baselines])
+    fresh = {"default": None, "fresh": True, "kept": False}[args.baselines]
+    load = None
+    if args.beside_lane:
+        sup = Supervisor(device=args.device, fresh_baselines=fresh, lanes=2, lane_key=args.lane_key)
+        stop = Path(sup.root) / "load-until"
+        load = subprocess.Popen([sys.executable, __file__, "--device", args.device, "--size", args.size,
+                                 "--load-problems", args.load_problems, "--lane-key", sup.lanes.key,
+                                 "--load-until", str(stop)])
+    else:
+        sup = Supervisor(device=args.device, fresh_baselines=fresh)
     sup.gpu_state_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpustate)
     report = {"device": args.device, "size": args.size, "baselines": args.baselines, "problems": {}}
 
@@ -55,6 +79,9 @@ def main() -> None:
         return extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
 
     def one(pid, size):
+        if size == "largest":  # the largest size this supervisor's share of the device fits (lanes: half of it)
+            from kbenv.step import largest_size
+            size = largest_size(pid, None, args.device) or "small"
         sup.wait_spare()
         t0_us = busy.now_us() if busy else 0
         t = time.perf_counter()
@@ -71,6 +98,7 @@ def main() -> None:
                "per_call_ms": r.timings.get("per_call_ms"), "round_split_s": r.facts.get("round_split_s"),
                "sm_mhz_after_block": r.facts.get("sm_mhz_after_block"), "decoy": r.facts.get("decoy"),
                "baselines_pruned": r.facts.get("baselines_pruned"), "sandbox": r.facts.get("sandbox"),
+               "lanes": r.facts.get("lanes"), "correctness_split_s": r.facts.get("correctness_split_s"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:
             busy.poll()
@@ -97,7 +125,38 @@ def main() -> None:
                   f"wall median {summary['median_wall_s']:.2f} s", flush=True)
         report["problems"][pid] = summary
         Path(args.out).write_text(json.dumps(report, indent=1))
+    if load is not None:
+        stop.touch()
+        report["load_lane_exit"] = load.wait(timeout=600)
+        Path(args.out).write_text(json.dumps(report, indent=1))
     sup.close()
+
+
+def load_lane(args) -> None:
+    """The other lane: known-good kernels evaluated back to back, each at the largest size the lane's share of the
+    device fits, until ``--load-until`` exists. One line per evaluation."""
+    from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from kbenv.step import largest_size
+    good = KnownGoodPolicy()
+    sup = Supervisor(device=args.device, lanes=2, lane_key=args.lane_key)
+    until = Path(args.load_until)
+    pids = [p for p in args.load_problems.split(",") if p]
+    n = 0
+    try:
+        while not until.exists():
+            pid = pids[n % len(pids)]
+            size = (largest_size(pid, None, args.device) or "small") if args.size == "largest" else args.size
+            src = extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
+            r = sup.evaluate(EvalRequest(problem=pid, candidate=src, size=size))
+            print(json.dumps({"load_lane": pid, "size": size, "verdict": r.verdict, "category": r.category,
+                              "speedup": r.speedup, "lanes": r.facts.get("lanes"),
+                              "total_s": r.phase_seconds.get("total")}), flush=True)
+            n += 1
+    finally:
+        sup.close()
 
 
 if __name__ == "__main__":
