@@ -93,11 +93,11 @@ class Lanes:
     def _acquire_shared(self, name: str) -> None:
         f = self._files[name]
         with self._mu:
-            if f.exclusive or f.shared:
-                f.shared += 1
-                return
-        f._flock(fcntl.LOCK_SH)  # may wait (another lane times or judges alone): outside the process's mutex
-        with self._mu:
+            # The first hold takes the flock under the mutex, so no other thread of this lane can see a count without
+            # the lock behind it, or release the lock while it is being taken. It may wait (another lane times or
+            # judges alone); nothing of this lane holds the file then, so nothing of it needs the mutex to go on.
+            if not (f.exclusive or f.shared):
+                f._flock(fcntl.LOCK_SH)
             f.shared += 1
 
     def _release_shared(self, name: str) -> None:
