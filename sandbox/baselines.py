@@ -5,7 +5,8 @@ fresh baseline processes: a ``torch.compile`` process kept across evaluations ra
 the H200 (problems 23, 88 and dlrm/2 alike, with no recompilation logged: 88's 0.33 ms became 0.73-0.86 ms, 23's
 6.1 ms 8.0-8.6 ms, eager unchanged), which no reward may inherit. They are spawned one evaluation ahead: the set
 an evaluation will use is spawned (imports only, torch.compile's own among them, 5-8 s) when the evaluation before
-it prepares its own, and started (its CUDA context) when that evaluation ends. Once the candidate has compiled, :meth:`BaselineExecutors.prepare` gives them their region and
+it prepares its own, and started (its CUDA context) when that evaluation ends; a second imported set waits
+behind it (the reserve) for an evaluation of another problem, when the first is opened ahead for the same one. Once the candidate has compiled, :meth:`BaselineExecutors.prepare` gives them their region and
 models without waiting for anything, and, when this problem's baselines were once built with the GPU to
 themselves (so torch.compile's autotuning choices are in the shared on-disk cache), their untimed warm-up runs
 too, beside the candidate's correctness and decoy phases. The first build of a problem's baselines warms up in
@@ -59,6 +60,12 @@ class BaselineExecutors:
         self._leases: dict[str, Lease] = {}
         self._region: LentRegion | None = None
         self._ahead: dict[str, process.ExecutorProcess] = {}  # spawned for the next evaluation
+        # A second set, imported and never started, behind ``_ahead``: a set opened ahead for the same problem at
+        # done() consumes ``_ahead``, and an evaluation of another problem then found no imported set ready (it
+        # waited 2.9 s per evaluation for torch's imports, 16 distinct problems back to back, H200, stop 34).
+        # cuda only (on the CPU the test suite sets it): its imports are 5-8 s of CPU per set.
+        self.reserve = sup.device.type == "cuda"
+        self._reserve: dict[str, process.ExecutorProcess] = {}
         self._reapers: list = []
         self._warm = False
         self._owner: str | None = None  # the evaluation the current processes were opened for (cuda)
@@ -135,8 +142,14 @@ class BaselineExecutors:
             self.setup_seconds = {"prepare": round(time.monotonic() - t0, 4),
                                   "early_warmup": self._warming is not None}
         # The set after this one: spawned now, not started (its imports, torch.compile's among them, take 5-8 s
-        # on the H200 and run during this evaluation; it touches the GPU only when done() starts it)
+        # on the H200 and run during this evaluation; it touches the GPU only when done() starts it), and, where
+        # done() will open a set ahead (taking that one), the reserve behind it, imported for another problem
         self.spawn_ahead(start=False)
+        if self.reserve and self._room_for_dying() and getattr(self.sup, "lanes", None) is None:
+            for kind in self.kinds:
+                p = self._reserve.get(kind)
+                if p is None or p.proc.poll() is not None:
+                    self._reserve[kind] = self._spawn(kind)
 
     def _send_warmup(self, layout, example_inputs) -> None:
         ks = list(range(len(layout.slots)))
@@ -154,6 +167,8 @@ class BaselineExecutors:
                 self._region = LentRegion(self.sup.device, layout.total_bytes)
             for kind in self.kinds:
                 proc = self._ahead.pop(kind, None)
+                if kind in self._reserve:  # the reserve moves up: the next set, already imported
+                    self._ahead[kind] = self._reserve.pop(kind)
                 if proc is None or proc.proc.poll() is not None:
                     proc = self._spawn(kind)
                 if wait:
@@ -347,6 +362,6 @@ class BaselineExecutors:
         if wait:
             self.join()
         if not keep_ahead:
-            for p in self._ahead.values():
+            for p in [*self._ahead.values(), *self._reserve.values()]:
                 p.kill()
-            self._ahead = {}
+            self._ahead, self._reserve = {}, {}

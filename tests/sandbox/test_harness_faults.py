@@ -331,6 +331,35 @@ def test_baselines_opened_ahead_for_one_problem_go_when_another_problem_starts(c
         sup.close()
 
 
+def test_a_reserve_set_imported_during_an_evaluation_serves_the_next_problem(cache_dir):
+    """With the reserve on (the cuda default), a set is imported behind the one the next evaluation may take: when
+    the evaluation ends and that one is opened ahead for the same problem, the reserve moves up, so an evaluation
+    of another problem finds baseline processes that imported torch during the previous evaluation instead of
+    spawning new ones on its path. Without the reserve, nothing imported is left once the set is opened ahead."""
+    from kbenv.sandbox import process as P
+    for reserve in (True, False):
+        sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+        sup.baselines.reserve = reserve
+        procs = []
+        try:
+            r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+            assert r.verdict == "pass", (r.category, r.reason, r.error)
+            assert sup.baselines._owner == sup.baselines.AHEAD and not sup.baselines._reserve
+            waiting = {k: p.proc.pid for k, p in sup.baselines._ahead.items()}
+            if not reserve:
+                assert not waiting  # the set opened ahead took the only imported one
+                continue
+            assert set(waiting) == set(sup.baselines.kinds)
+            assert all(p.proc.poll() is None for p in sup.baselines._ahead.values())
+            procs = list(sup.baselines._ahead.values())
+            sup.baselines.expect("kernelbench/level1/40", "small", "fp32")  # another problem: the reserve serves
+            assert {k: p.proc.pid for k, p in sup.baselines._ahead.items()} == waiting
+        finally:
+            sup.close()
+        sup.baselines.join()
+        assert all(P.proc_state(p.proc.pid) in "XZ" for p in procs)  # nothing left after close
+
+
 def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one_long_lived_thread(cache_dir):
     """bubblewrap's --die-with-parent is the parent-death signal, which Linux sends when the *thread* that spawned
     the sandbox exits. The decoy runs beside correctness, and its executor's disposal starts spares: from a passing
