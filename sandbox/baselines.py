@@ -166,9 +166,11 @@ class BaselineExecutors:
             if self.sup.device.type == "cuda":
                 self._region = LentRegion(self.sup.device, layout.total_bytes)
             for kind in self.kinds:
-                proc = self._ahead.pop(kind, None)
-                if kind in self._reserve:  # the reserve moves up: the next set, already imported
-                    self._ahead[kind] = self._reserve.pop(kind)
+                proc, spare = self._ahead.pop(kind, None), self._reserve.pop(kind, None)
+                if proc is None or proc.proc.poll() is not None:  # no live set ahead: the reserve serves now
+                    proc, spare = spare, None
+                if spare is not None:  # the reserve moves up: the next set, already imported
+                    self._ahead[kind] = spare
                 if proc is None or proc.proc.poll() is not None:
                     proc = self._spawn(kind)
                 if wait:

@@ -360,6 +360,39 @@ def test_a_reserve_set_imported_during_an_evaluation_serves_the_next_problem(cac
         assert all(P.proc_state(p.proc.pid) in "XZ" for p in procs)  # nothing left after close
 
 
+def test_a_reserve_set_serves_at_once_when_the_set_ahead_has_died(cache_dir, monkeypatch):
+    """When the set spawned ahead is found dead as an evaluation opens its baselines, the imported reserve behind
+    it serves that evaluation (no new spawn on its path), rather than moving up behind a freshly spawned set."""
+    from kbenv.sandbox import baselines as B
+    from kbenv.sandbox import process as P
+    leased = []
+
+    class Recorded(B.Lease):
+        def __init__(self, proc, *a, **k):
+            leased.append(proc.proc.pid)
+            super().__init__(proc, *a, **k)
+
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    sup.baselines.reserve = True
+    b = sup.baselines
+    try:
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
+        b.close(keep_ahead=True)  # the set opened ahead goes: the next evaluation opens its own
+        b._reserve, b._ahead = b._ahead, {k: b._spawn(k) for k in b.kinds}
+        reserve = sorted(p.proc.pid for p in b._reserve.values())
+        for p in b._ahead.values():  # the set ahead dies before it is taken
+            p.proc.kill()
+            p.proc.wait()
+        monkeypatch.setattr(B, "Lease", Recorded)
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert sorted(leased[:len(b.kinds)]) == reserve  # the evaluation's own set is the reserve
+    finally:
+        sup.close()
+    b.join()
+    assert all(P.proc_state(pid) in "XZ" for pid in reserve)
+
+
 def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one_long_lived_thread(cache_dir):
     """bubblewrap's --die-with-parent is the parent-death signal, which Linux sends when the *thread* that spawned
     the sandbox exits. The decoy runs beside correctness, and its executor's disposal starts spares: from a passing
