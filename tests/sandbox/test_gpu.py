@@ -1,14 +1,25 @@
 """Faults only CUDA shows: an illegal memory access and a kernel that never ends. Run on the GPU machine."""
 
+import functools
 import textwrap
 
 import pytest
 
 from kbenv.sandbox.result import EvalRequest
+from kbenv.step import largest_size
 
 pytestmark = pytest.mark.gpu
 
 PID = "kernelbench/level1/19"
+
+
+@functools.cache
+def fit(problem_id: str, precision: str | None = None) -> str:
+    """The largest size whose memory plan fits this card: full on the H200; on a card of less memory (an H100:
+    problem 19 at full size plans 107.6 GiB) the largest smaller tier, so that the tests run on every GPU."""
+    size = largest_size(problem_id, precision, "cuda")
+    assert size is not None, f"{problem_id} fits this card at no size"
+    return size
 
 KERNEL = textwrap.dedent('''
     import torch, torch.nn as nn, triton, triton.language as tl
@@ -43,10 +54,10 @@ def test_cuda_fault_then_next_evaluation_works(mode, category, cache_dir):
     from kbenv.sandbox.supervisor import Supervisor
     sup = Supervisor(device="cuda", cache_dir=cache_dir, limits={"trial_s": 20, "compile_s": 120})
     try:
-        bad = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", str(mode)), size="full",
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", str(mode)), size=fit(PID),
                                        measure_time=False))
         assert bad.verdict == "fail" and bad.category == category, (bad.category, bad.reason, bad.error)
-        good = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", "0"), size="full",
+        good = sup.evaluate(EvalRequest(problem=PID, candidate=KERNEL.replace("MODE_VALUE", "0"), size=fit(PID),
                                         measure_time=False))
         assert good.verdict == "pass", (good.category, good.reason, good.error)
     finally:
@@ -62,12 +73,12 @@ def test_outputs_travel_through_lent_device_memory(cache_dir):
     from kbenv.sandbox.supervisor import Supervisor
     sup = Supervisor(device="cuda", cache_dir=cache_dir)
     try:
-        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full", measure_time=False))
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size=fit(PID), measure_time=False))
         assert r.facts["fence"] in ("cuda_process_lock", "idle_probe")
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         # A candidate that returns what the lent buffer held (zeros, never anything of the supervisor's) fails.
         zeros = GOOD_19.replace("return y", "return torch.zeros_like(y)")
-        bad = sup.evaluate(EvalRequest(problem=PID, candidate=zeros, size="full", measure_time=False))
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=zeros, size=fit(PID), measure_time=False))
         assert bad.verdict == "fail" and bad.reward == 0.0, (bad.category, bad.reason)
     finally:
         sup.close()
@@ -110,17 +121,17 @@ def test_outputs_left_in_the_executors_memory_are_judged_there(cache_dir):
         class ModelNew(nn.Module):'''))
     assert GOOD_19 not in (half, stale, forged)  # each rewrite took
     try:
-        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size=fit(PID)))
         assert r.verdict == "pass" and r.speedup and r.speedup > 0, (r.category, r.reason, r.error)
         got = {}
         for name, src, cats in (("half", half, {"unwritten", "inaccurate", "replay"}),
                                 ("stale", stale, {"replay", "inaccurate", "unwritten", "distribution", "nondeterministic"}),
                                 ("forged", forged, {"crash"})):
-            bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size="full"))
+            bad = sup.evaluate(EvalRequest(problem=PID, candidate=src, size=fit(PID)))
             got[name] = (bad.verdict, bad.category, bad.reward, bad.reason[:300], sorted(cats))
         ok = all(v == "fail" and c in cats and rw == 0 for v, c, rw, _, cats in got.values())
         assert ok, "\n".join(f"{k}: {v}" for k, v in got.items())  # a plain message: pytest does not cut it
-        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full",
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size=fit(PID),
                                         measure_time=False)).verdict == "pass"
     finally:
         sup.close()
@@ -182,11 +193,11 @@ def test_a_candidate_that_fills_the_device_harms_neither_the_harness_nor_the_nex
     assert hog != GOOD_19 and "_fill_device(x.device)" in hog
     sup = Supervisor(device="cuda", cache_dir=cache_dir, limits={"trial_s": 60, "compile_s": 120})
     try:
-        bad = sup.evaluate(EvalRequest(problem=PID, candidate=hog, size="full"))
+        bad = sup.evaluate(EvalRequest(problem=PID, candidate=hog, size=fit(PID)))
         # (``decoy``: the no-op run of the ``decoy`` case may fail for want of the memory it took: no output)
         assert bad.verdict == "pass" or bad.category in ("oom", "runtime", "decoy"), (bad.category, bad.reason,
                                                                                       bad.error)
-        good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size="full"))
+        good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD_19, size=fit(PID)))
         assert good.verdict == "pass", (good.category, good.reason, good.error, good.facts.get("retried"))
     finally:
         sup.close()
@@ -207,7 +218,7 @@ def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fa
     from kbenv.sandbox.supervisor import Supervisor
 
     refs = References(torch.device("cuda"), 8 << 30)
-    st = refs.state(get_problem("kernelbench/level1/1"), "full", "fp32")
+    st = refs.state(get_problem("kernelbench/level1/1"), fit("kernelbench/level1/1"), "fp32")
     refs.pair(st, 11, "default")
     contract = refs.contract(st, 11)
     assert contract.eligible and contract.shortcut_error > 1e-5 and 4e-6 <= contract.rel_frobenius < 1e-4, contract
@@ -218,7 +229,7 @@ def test_the_fp32_contract_measures_the_tensor_cores_own_tf32_and_a_tf32_gemm_fa
     try:
         for name, verdict in (("wrong/tf32_dot.py", "fail"), ("correct/triton.py", "pass")):
             r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=(solutions / name).read_text(),
-                                         size="full", measure_time=False))
+                                         size=fit("kernelbench/level1/1"), measure_time=False))
             assert r.verdict == verdict, (name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
     finally:
         sup.close()
@@ -239,7 +250,7 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
     from kbenv.sandbox.supervisor import Supervisor
 
     refs = References(torch.device("cuda"), 8 << 30)
-    st = refs.state(get_problem("kernelbench/level1/1"), "full", "bf16")
+    st = refs.state(get_problem("kernelbench/level1/1"), fit("kernelbench/level1/1", "bf16"), "bf16")
     refs.pair(st, 11, "default")
     contract = refs.contract(st, 11)
     assert contract.eligible and 1e-3 < contract.shortcut_error < 4e-3 and contract.rel_frobenius < 2e-2, contract
@@ -251,7 +262,8 @@ def test_the_bf16_contract_passes_an_honest_bf16_gemm_and_rejects_a_partial_k_re
                                ("wrong/fp8_dot.py", ("inaccurate", "distribution")),
                                ("correct/triton.py", (None,))):
             r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=(solutions / name).read_text(),
-                                         size="full", precision="bf16", measure_time=False))
+                                         size=fit("kernelbench/level1/1", "bf16"), precision="bf16",
+                                         measure_time=False))
             assert r.category in verdicts and (r.verdict == "pass") == (verdicts == (None,)), (
                 name, r.category, r.reason, r.facts.get("default_domain_tolerance"))
     finally:
@@ -279,8 +291,8 @@ def test_an_fp8_path_taken_only_on_positive_operands_earns_no_more_than_its_hone
     try:
         got = {}
         for name, source in (("twin", twin), ("dispatch", src), ("twin again", twin)):
-            r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=source, size="full",
-                                         precision="bf16"))
+            r = sup.evaluate(EvalRequest(problem="kernelbench/level1/1", candidate=source,
+                                         size=fit("kernelbench/level1/1", "bf16"), precision="bf16"))
             assert r.verdict == "pass", (name, r.category, r.reason)
             assert r.facts["timed_domain"] == "normal"
             got[name] = (r.speedup, r.timings["speedup_rel_ci95"])
