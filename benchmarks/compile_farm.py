@@ -1,6 +1,6 @@
 """GPU idle time spent waiting for CUDA compilation, with and without ahead-of-time builds (issue 13).
 
-    python benchmarks/compile_farm.py [--n 8] [--size full] [--builders 4] [--runs 0,4] [--out compile_farm.json]
+    python benchmarks/compile_farm.py [--n 8] [--size full] [--builders auto] [--runs 0,auto] [--out compile_farm.json]
 
 A batch of ``--n`` honest CUDA candidates for problem 19 (a ``load_inline`` ReLU; each source differs, so no
 build is shared) goes through one GPU evaluator twice: first with no builders (today's path: each executor runs
@@ -8,7 +8,10 @@ nvcc in its compile phase while the GPU waits), then with ``--builders`` sandbox
 on the whole batch before the first evaluation. Printed per run: wall time, the compile phases' sum (the GPU's
 wait for compilation: nothing else runs on it then), how many candidates found their build ready, and verdicts.
 ``--runs`` picks which of the two runs to make (builder counts; ``0`` is today's sequential path), so that each
-can have a device call of its own: eight sequential nvcc builds of about 50 s each fill most of one.
+can have a device call of its own: eight sequential nvcc builds of about 50 s each fill most of one. ``auto`` is
+the supervisor's default (``kbenv.sandbox.builds.default_workers``: a builder per four background cores).
+Per candidate also ``build_wait_s``: of its compile phase, the wait for its build still running ahead (the rest is
+the executor loading it, or compiling again).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class ModelNew(nn.Module):
 '''
 
 
-def run(builders: int, n: int, size: str, tag: str) -> dict:
+def run(builders: int | None, n: int, size: str, tag: str) -> dict:
     from kbenv.sandbox.actor import EvaluatorPool
     from kbenv.sandbox.result import EvalRequest
     reqs = [EvalRequest(problem="kernelbench/level1/19", candidate=CANDIDATE.replace("VARIANT", f"{tag}{k}"),
@@ -57,15 +60,19 @@ def run(builders: int, n: int, size: str, tag: str) -> dict:
             got.append((i, r))
             print(json.dumps({"builders": builders, "candidate": i, "at_s": round(time.perf_counter() - t, 2),
                               "compile_s": round(r.phase_seconds.get("compile", 0.0), 2),
-                              "prebuilt": bool(r.facts.get("prebuilt")), "verdict": r.verdict,
+                              "prebuilt": bool(r.facts.get("prebuilt")),
+                              "build_wait_s": r.facts.get("build_wait_s"), "verdict": r.verdict,
                               "category": r.category}), flush=True)
         results = [r for _, r in sorted(got, key=lambda x: x[0])]
         wall = time.perf_counter() - t
     finally:
         pool.close()
     compile_s = [r.phase_seconds.get("compile", 0.0) for r in results]
+    builders = results[0].facts.get("builders", builders) if results else builders
+    build_wait = sum(r.facts.get("build_wait_s") or 0.0 for r in results)
     return {"builders": builders, "n": n, "wall_s": round(wall, 2), "compile_sum_s": round(sum(compile_s), 2),
-            "compile_s": [round(c, 2) for c in compile_s], "prebuilt": sum(bool(r.facts.get("prebuilt")) for r in results),
+            "build_wait_sum_s": round(build_wait, 2), "compile_s": [round(c, 2) for c in compile_s],
+            "prebuilt": sum(bool(r.facts.get("prebuilt")) for r in results),
             "verdicts": [r.verdict if r.verdict == "pass" else f"{r.verdict}:{r.category}" for r in results]}
 
 
@@ -73,15 +80,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--size", default="full")
-    ap.add_argument("--builders", type=int, default=4)
+    ap.add_argument("--builders", default="auto", help="builders of the farm's run: a count, or auto")
     ap.add_argument("--runs", default=None, help="builder counts to run, comma-separated (default: 0 and --builders)")
     ap.add_argument("--out", default="compile_farm.json")
     args = ap.parse_args()
-    runs = [int(b) for b in args.runs.split(",")] if args.runs else [0, args.builders]
+    counts = args.runs.split(",") if args.runs else ["0", args.builders]
+    runs = [None if b.strip() == "auto" else int(b) for b in counts]
     tag = f"{int(time.time()) % 100000}_"  # new sources every run: nothing is found in a cache of an earlier run
     rows = []
     for b in runs:
-        row = run(b, args.n, args.size, f"{tag}b{b}_")
+        row = run(b, args.n, args.size, f"{tag}b{b or 'auto'}_")
         rows.append(row)
         print(json.dumps(row), flush=True)
         with open(args.out, "w") as f:  # after each run: a kill at the call's limit keeps what finished
@@ -90,7 +98,7 @@ def main() -> None:
         return
     seq, farm = rows
     print(f"GPU waiting for compilation: {seq['compile_sum_s']} s sequential, {farm['compile_sum_s']} s with "
-          f"{args.builders} builders ({farm['prebuilt']}/{args.n} found their build ready); wall {seq['wall_s']} s "
+          f"{farm['builders']} builders ({farm['prebuilt']}/{args.n} found their build ready); wall {seq['wall_s']} s "
           f"-> {farm['wall_s']} s", flush=True)
 
 

@@ -76,6 +76,11 @@ class Evaluator:
         (``Supervisor.prebuild``; it returns at once)."""
         return self.sup.prebuild(sources)
 
+    @ray.method(concurrency_group="build")
+    def build_states(self, sources: list[str]) -> list[str]:
+        """Each source's ahead-of-time build here: ``none``, ``building`` or ``done`` (``BuildFarm.state``)."""
+        return self.sup.build_states(sources)
+
     def info(self) -> dict:
         gpu = self.placement["gpu"]
         return {"device": self.device, "gpu": gpu["name"] if gpu else None, "gpu_info": gpu,
@@ -111,6 +116,22 @@ def _placement(device: str) -> dict:
             index = int(index)
         gpu = {"index": index, "name": props.name, "uuid": uuid}
     return {"node_id": ctx.get_node_id(), "host": socket.gethostname(), "gpu": gpu}
+
+
+def pick_next(candidates: list[str], mine: list[int], states: list[str]) -> int:
+    """The index in ``candidates`` (pending sources, in order) an idle evaluator runs next; ``mine``: the indices
+    whose extensions it builds ahead, ``states``: their builds' states (``BuildFarm.state``). The first of its own
+    whose build has finished, else the first that needs no build, else the first of its own (its build still
+    running: the compile phase waits for it), else the first one: the GPU waits for a build only when every
+    request it could run would."""
+    from kbenv.sandbox.builds import needs_build
+    ready = [j for j, st in zip(mine, states) if st != "building"]
+    if ready:
+        return ready[0]
+    free = next((j for j, src in enumerate(candidates) if not needs_build(src)), None)
+    if free is not None:
+        return free
+    return mine[0] if mine else 0
 
 
 def detect_device() -> str:
@@ -181,15 +202,21 @@ class EvaluatorPool:
         while pending or inflight:
             while pending and idle:
                 a = idle.pop()
-                # the first request whose extensions this evaluator built ahead, else the first one
-                j = next((j for j, (i, _) in enumerate(pending) if home.get(i) is a), 0)
-                i, req = pending.pop(j)
+                i, req = pending.pop(self._next_for(a, pending, home))
                 inflight[a.evaluate.remote(req.to_dict())] = (i, a)
             done, _ = ray.wait(list(inflight), num_returns=1)
             for ref in done:
                 i, a = inflight.pop(ref)
                 idle.append(a)
                 yield i, EvalResult.from_dict(ray.get(ref))
+
+    @staticmethod
+    def _next_for(a, pending: list, home: dict) -> int:
+        """Which pending request the idle evaluator ``a`` runs next (:func:`pick_next`, with the states of the
+        builds it holds for them)."""
+        mine = [j for j, (i, _) in enumerate(pending) if home.get(i) is a]
+        states = ray.get(a.build_states.remote([pending[j][1].candidate for j in mine])) if mine else []
+        return pick_next([req.candidate for _, req in pending], mine, states)
 
     def _prebuild(self, pending: list) -> dict:
         """Candidates that compile C++/CUDA extensions are spread over the evaluators, which build them ahead

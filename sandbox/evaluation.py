@@ -66,6 +66,7 @@ class Evaluation:
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
+        self.build_wait_s = 0.0  # of the compile phase, the wait for the candidate's build still running ahead
         self.correctness_split: dict = {}  # where correctness spent its time (a fact, set once it ran)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
         self.trial_errors: dict[int, float] = {}  # per output: the timed domain's trials' relative error
@@ -146,6 +147,8 @@ class Evaluation:
             self.sup.builds.submit(noop)
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
         res.facts["prebuilt"] = self.prebuilt
+        res.facts["build_wait_s"] = round(self.build_wait_s, 3)
+        res.facts["builders"] = self.sup.builds.workers if self.sup.builds is not None else 0
         if self.req.measure_time:  # cuda: this evaluation's baselines build and warm up beside correctness and decoy
             t0 = time.monotonic()
             self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official[0])
@@ -216,6 +219,7 @@ class Evaluation:
             prebuilt = self.sup.builds.install(source, lease.proc.workdir, deadline.at - time.monotonic())
         if source == self.req.candidate:
             self.prebuilt = bool(prebuilt)
+            self.build_wait_s = time.monotonic() - t0
         lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
                                    str(self.device), self.precision, MODEL_SEED, deliver=lease.route,
                                    prebuilt=prebuilt), deadline)

@@ -211,7 +211,8 @@ class Supervisor:
         fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
             kept across evaluations measured slower after its first one on the H200).
         builders: concurrent sandboxed builds of candidates' C++/CUDA extensions ahead of their turn
-            (:mod:`kbenv.sandbox.builds`; bubblewrap only; default 4 on cuda, 1 on cpu; 0 = none).
+            (:mod:`kbenv.sandbox.builds`; bubblewrap only; default on cuda a builder per four background cores,
+            ``builds.default_workers``; 1 on cpu; 0 = none).
         decoy_beside: run the decoy's no-op rewrite beside correctness where the memory plan has room (default on
             cuda only: the CPU gives no speed credit and has no time to win on two cores, so it keeps the order
             that was verified there; a decoy beside costs an extra executor for every candidate, most of which
@@ -284,10 +285,11 @@ class Supervisor:
         # torch builds an extension for this exact architecture, in executors and ahead-of-time builders alike
         arch = "{}.{}".format(*torch.cuda.get_device_capability(self.device)) if cuda else None
         self.executor_env = {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
-        n_builders = (4 if cuda else 1) if builders is None else int(builders)
+        n_builders = (None if cuda else 1) if builders is None else int(builders)  # None: builds.default_workers
         self.builds = (BuildFarm(self.root, str(self.device), arch, self.limits["compile_s"], self.memory_limit,
-                                 n_builders, cpus=self.cpus.background if self.cpus else None)
-                       if sandbox == "bwrap" and n_builders > 0 else None)
+                                 n_builders, cpus=self.cpus.background if self.cpus else None,
+                                 sharers=self.lanes.lanes if self.lanes else 1)
+                       if sandbox == "bwrap" and n_builders != 0 else None)
         n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
 
@@ -350,14 +352,18 @@ class Supervisor:
         if self.builds is None:
             return 0
         from kbenv.sandbox import decoy
-        todo = set()
+        todo: dict[str, None] = {}  # in order: the first candidate's build, then its decoy's, then the next one's
         for src in sources:
             try:
                 noop, kernels = decoy.noop_kernels(src)
             except decoy.Unrewritable:  # its evaluation fails it as a decoy at once; its own build may be made ahead
                 noop, kernels = None, 0
-            todo |= {s for s in (src, noop if kernels else None) if s}
+            todo.update((s, None) for s in (src, noop if kernels else None) if s)
         return sum(self.builds.submit(s) for s in todo)
+
+    def build_states(self, sources: list[str]) -> list[str]:
+        """Each source's ahead-of-time build: ``none``, ``building`` or ``done`` (``BuildFarm.state``)."""
+        return [self.builds.state(s) if self.builds is not None else "none" for s in sources]
 
     def _fit_memory_plan(self, req: EvalRequest) -> None:
         """The memory plan of this evaluation (``kbenv.sandbox.memplan``): refused before anything allocates when

@@ -116,3 +116,54 @@ def test_the_pool_starts_a_batchs_builds_on_the_evaluator_that_will_run_them(poo
     assert [results[i].verdict for i in (0, 1)] == ["pass", "pass"]
     assert results[0].facts["prebuilt"] is False  # the build left no library: the executor imported as usual
 
+
+
+def test_a_batchs_builds_are_submitted_in_its_order_each_candidates_before_its_decoys():
+    """The farm runs builds first submitted, first started, and the pool evaluates in the batch's order: the first
+    candidate's build must be the first to start (stop 36: a set's order started them at random, and the first
+    evaluation waited 99 s behind others' builds)."""
+    from kbenv.sandbox import decoy
+
+    class Recorder:
+        def __init__(self):
+            self.order = []
+
+        def submit(self, src):
+            self.order.append(src)
+            return True
+
+    sources = [CPP_RELU.replace("kbenv_test_relu", f"kbenv_test_relu{k}") for k in range(6)]
+    sources += [sources[2]]  # a repeat is built once
+    sup = Supervisor.__new__(Supervisor)  # prebuild reads only the farm
+    sup.builds = Recorder()
+    assert sup.prebuild(sources) == len(sup.builds.order)
+    expected = []
+    for src in sources[:6]:
+        noop, kernels = decoy.noop_kernels(src)
+        expected += [src] + ([noop] if kernels else [])
+    assert sup.builds.order == expected
+
+
+def test_concurrent_builds_follow_the_background_cores():
+    """A builder per four background cores (shared by the lanes of a GPU), at least one; two where unknown."""
+    assert builds.default_workers(tuple(range(12))) == 3
+    assert builds.default_workers(tuple(range(12)), sharers=2) == 1
+    assert builds.default_workers(tuple(range(2))) == 1
+    assert builds.default_workers(tuple(range(28))) == 7
+    assert builds.default_workers(None) == 2
+
+
+def test_an_idle_evaluator_runs_a_request_whose_build_is_done_before_one_that_would_wait():
+    from kbenv.sandbox.actor import pick_next
+    cu = [f"# load_inline {k}" for k in range(3)]
+    triton = "import triton  # no extension"
+    # its own requests 0-2, the first still building: the second, done, goes first
+    assert pick_next(cu, [0, 1, 2], ["building", "done", "building"]) == 1
+    # all its own still building, a request with no build behind them: that one
+    assert pick_next(cu + [triton], [0, 1, 2], ["building"] * 3) == 3
+    # nothing else to run: the first of its own (its compile phase waits for the build)
+    assert pick_next(cu, [1, 2], ["building", "building"]) == 1
+    # no builds of its own and every request needs one elsewhere: the first
+    assert pick_next(cu, [], []) == 0
+    # a failed or absent build counts as done: the executor compiles, no point waiting
+    assert pick_next(cu, [0, 2], ["building", "none"]) == 2
