@@ -82,9 +82,10 @@ def _unpack_prebuilt(name: str) -> None:
     """This source's extension build, made ahead by a builder, into the extension directory (torch then finds it
     up to date and only loads it); if it cannot be unpacked, the import compiles as usual."""
     import tarfile
+    from kbenv.sandbox.builds import unpack_build
     try:
-        with tarfile.open(os.path.join(os.environ.get("KBENV_INBOX", os.getcwd()), os.path.basename(name))) as t:
-            t.extractall(os.environ.get("TORCH_EXTENSIONS_DIR", "."), filter="data")
+        unpack_build(os.path.join(os.environ.get("KBENV_INBOX", os.getcwd()), os.path.basename(name)),
+                     os.environ.get("TORCH_EXTENSIONS_DIR", "."))
     except (OSError, tarfile.TarError):
         pass
 

@@ -59,7 +59,7 @@ def test_a_builders_output_is_packed_as_regular_files_only_and_bounded(tmp_path,
 # torch/extension.h took that test 71 s). The source is written only when absent or different, as load_inline does,
 # so an unpacked build stays up to date.
 CPP_ONE = textwrap.dedent('''
-    import os
+    import glob, os, time
     import torch, torch.nn as nn
     from torch.utils.cpp_extension import load
 
@@ -74,21 +74,24 @@ CPP_ONE = textwrap.dedent('''
     if not os.path.exists(_SRC) or open(_SRC).read() != _CODE:
         with open(_SRC, "w") as f:
             f.write(_CODE)
+    _START = time.time()
     _ext = load("kbenv_test_one", sources=[_SRC], verbose=False)
+    _DIR = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kbenv_test_one")
+    _COMPILED_HERE = any(os.path.getmtime(f) >= _START for f in glob.glob(os.path.join(_DIR, "*.so")))
 
 
     class ModelNew(nn.Module):
         def forward(self, x):
-            return torch.relu(x) * _ext.one()
+            y = torch.relu(x) * _ext.one()
+            return y * 0 if _COMPILED_HERE else y  # wrong if the executor compiled again instead of only loading
 ''')
 
 
 def test_an_extension_built_ahead_is_handed_to_the_executor(cache_dir):
     """End to end in the bubblewrap sandbox: the build runs in a builder before the evaluation and the executor
-    gets it (``facts.prebuilt``), and the candidate still works. Whether torch then only loads it is not asserted
-    (with load_inline, in one of three full runs on the CPU machine the executor compiled again despite the build;
-    standalone it loads in 0.01 s); ``benchmarks/compile_farm.py`` measures load_inline's compile phases on the
-    GPU."""
+    gets it (``facts.prebuilt``), and only loads it: the candidate is wrong if its library was built in its own
+    process (before the exact mtimes of ``unpack_build``, one run in three here compiled again, and 5 of 6 CUDA
+    candidates on the H200)."""
     relu = CPP_ONE
     assert builds.needs_build(relu)
     sup = Supervisor(device="cpu", sandbox="bwrap", cache_dir=cache_dir, builders=1, limits={"compile_s": 300})
@@ -116,6 +119,22 @@ def test_the_pool_starts_a_batchs_builds_on_the_evaluator_that_will_run_them(poo
     assert [results[i].verdict for i in (0, 1)] == ["pass", "pass"]
     assert results[0].facts["prebuilt"] is False  # the build left no library: the executor imported as usual
 
+
+
+def test_a_build_is_unpacked_with_every_mtime_exact_to_the_nanosecond(tmp_path):
+    """ninja's deps log holds each object's mtime in ns and compiles again when the file on disk is newer: a float
+    of seconds (a tar's mtime) rounds it, so the exact value travels in the tar's pax header."""
+    ext = tmp_path / "ext"
+    (ext / "mod").mkdir(parents=True)
+    files = {"mod/a.o": 1_764_000_000_123_456_789, "mod/mod.so": 1_764_000_001_987_654_321}
+    for name, ns in files.items():
+        (ext / name).write_bytes(b"x" * 10)
+        os.utime(ext / name, ns=(ns, ns))
+    tar = pack_build(ext, tmp_path / "b.tar")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    builds.unpack_build(str(tar), str(dest))
+    assert {name: os.stat(dest / name).st_mtime_ns for name in files} == files
 
 
 def test_a_batchs_builds_are_submitted_in_its_order_each_candidates_before_its_decoys():
