@@ -50,6 +50,9 @@ class ModelNew(nn.Module):
 def run(builders: int | None, n: int, size: str, tag: str) -> dict:
     from kbenv.sandbox.actor import EvaluatorPool
     from kbenv.sandbox.result import EvalRequest
+    if size == "largest":  # the largest size whose memory plan fits this card (problem 19 full: 108 GiB)
+        from kbenv.step import largest_size
+        size = largest_size("kernelbench/level1/19", None, "cuda")
     reqs = [EvalRequest(problem="kernelbench/level1/19", candidate=CANDIDATE.replace("VARIANT", f"{tag}{k}"),
                         size=size) for k in range(n)]
     pool = EvaluatorPool(n=1, device="cuda", config={"builders": builders})
@@ -79,7 +82,7 @@ def run(builders: int | None, n: int, size: str, tag: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--size", default="full")
+    ap.add_argument("--size", default="full", help="a size tier, or largest (the largest that fits the card)")
     ap.add_argument("--builders", default="auto", help="builders of the farm's run: a count, or auto")
     ap.add_argument("--runs", default=None, help="builder counts to run, comma-separated (default: 0 and --builders)")
     ap.add_argument("--out", default="compile_farm.json")
