@@ -179,9 +179,7 @@ class BuildFarm:
     def building(self, source: str) -> bool:
         """Whether a build of ``source`` is still in progress (a caller that may give up polls this rather than
         block in :meth:`install`)."""
-        with self._lock:
-            fut = self._builds.get(self.key(source)) if needs_build(source) else None
-        return fut is not None and not fut.done()
+        return self.state(source) == "building"
 
     def install(self, source: str, workdir: Path, timeout_s: float) -> str:
         """For the executor about to import ``source``: its finished build copied into the executor's private
@@ -249,8 +247,7 @@ def unpack_build(tar_path: str, dest: str) -> None:
     seconds (about 0.2 µs of resolution at today's dates), so a restored mtime rounded up by a few hundred ns made
     the executor compile again although the build was there: on the H200, 5 of 6 prebuilt CUDA candidates spent
     24-32 s compiling, the sixth 0.4 s (stop 37)."""
-    import tarfile as _tarfile
-    with _tarfile.open(tar_path) as t:
+    with tarfile.open(tar_path) as t:
         members = t.getmembers()
         t.extractall(dest, members=members, filter="data")
     for m in members:
