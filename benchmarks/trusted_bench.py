@@ -87,7 +87,7 @@ def main() -> None:
         t = time.perf_counter()
         r = sup.evaluate(EvalRequest(problem=pid, candidate=code(pid), size=size))
         wall = time.perf_counter() - t
-        row = {"verdict": r.verdict, "category": r.category, "reason": r.reason[:200], "speedup": r.speedup,
+        row = {"size": size, "verdict": r.verdict, "category": r.category, "reason": r.reason[:200], "speedup": r.speedup,
                "rel_ci95": r.timings.get("speedup_rel_ci95"), "median_ms": r.timings.get("median_ms"),
                "rounds": r.timings.get("rounds"), "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),

@@ -362,9 +362,10 @@ class Evaluation:
                     run.using(proc)
                     # the no-op rewrite's build, made ahead: waited for here only while the run still matters
                     until = time.monotonic() + self.sup.limits["compile_s"]
-                    while (self.sup.builds is not None and self.sup.builds.building(source)
-                           and not run.abandoned and time.monotonic() < until):
-                        time.sleep(0.05)
+                    with split("build_wait"):  # (a fact: on the GPU's path once correctness has ended)
+                        while (self.sup.builds is not None and self.sup.builds.building(source)
+                               and not run.abandoned and time.monotonic() < until):
+                            time.sleep(0.05)
                     if run.abandoned:
                         raise CandidateFault("crash", "the decoy run was abandoned")
                 lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1,

@@ -125,3 +125,40 @@ def test_where_the_decoy_cannot_run_beside_it_runs_after_timing_with_the_candida
         assert r.facts["decoy"]["noop_correct"] is False
     finally:
         sup.close()
+
+
+def test_the_decoys_wait_for_its_build_ahead_is_a_fact_of_its_split(cache_dir, monkeypatch):
+    """Each CUDA candidate needs two builds (its own and its decoy's no-op rewrite); the decoy's wait for its build
+    still running ahead is on the GPU's path where it outlasts correctness, so it is recorded
+    (``facts.decoy.split_s.build_wait``, which ``benchmarks/compile_farm.py`` adds to the GPU's wait)."""
+    import time
+
+    from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox import decoy as D
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    pid = "kernelbench/level1/23"
+    src = extract_code(KnownGoodPolicy().act({"problem_id": pid, "prompt": "", "system": "", "turn": 0,
+                                              "feedback": ""}))
+    noop, kernels = D.noop_kernels(src)
+    assert kernels
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30}, decoy_beside=True)
+    asked, ready_at = [], []
+
+    def building(source):  # the decoy's build: "still running" for 0.5 s after it is first asked about
+        asked.append(source == noop)
+        if source != noop:
+            return False
+        if not ready_at:
+            ready_at.append(time.monotonic() + 0.5)
+        return time.monotonic() < ready_at[0]
+    try:
+        assert sup.builds is not None
+        monkeypatch.setattr(sup.builds, "building", building)
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=src, measure_time=False))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert any(asked), asked
+        assert r.facts["decoy"]["split_s"]["build_wait"] >= 0.45, r.facts["decoy"]
+    finally:
+        sup.close()
