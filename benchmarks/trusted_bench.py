@@ -97,7 +97,8 @@ def main() -> None:
                "cpus": r.facts.get("cpus"), "gpu_state": r.facts.get("gpu_state"),
                "per_call_ms": r.timings.get("per_call_ms"), "round_split_s": r.facts.get("round_split_s"),
                "sm_mhz_after_block": r.facts.get("sm_mhz_after_block"), "decoy": r.facts.get("decoy"),
-               "baselines_pruned": r.facts.get("baselines_pruned"), "sandbox": r.facts.get("sandbox"),
+               "baselines_pruned": r.facts.get("baselines_pruned"),
+               "baselines_restored": r.facts.get("baselines_restored"), "sandbox": r.facts.get("sandbox"),
                "lanes": r.facts.get("lanes"), "correctness_split_s": r.facts.get("correctness_split_s"),
                "error": (r.error or "")[-800:] if r.verdict != "pass" else None}
         if busy:

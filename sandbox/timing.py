@@ -31,10 +31,15 @@ import torch
 class TimingPlan:
     """How long to time: warm-up rounds (not counted), then ``min_rounds`` to ``max_rounds`` rounds, stopping
     early once the paired ratio's relative 95% confidence half-width is at most ``target_rel_ci``, or when
-    ``budget_s`` of wall time has been spent. After ``min_rounds``, a baseline whose median is more than
-    ``prune_ratio`` times the fastest baseline's is timed no more: it cannot be the speedup's denominator, and its
-    blocks took most of the budget where it is far slower (H200, full size: eager LayerNorm 8.2 ms a call against
-    torch.compile's 0.46 ms, 1.8 s of a 3 s budget), so the rounds that decide the ratio get the time."""
+    ``budget_s`` of wall time has been spent. After ``min_rounds``, a baseline whose typical time is more than
+    ``prune_ratio`` times the fastest baseline's is timed only every ``pruned_every``-th round: its blocks took most of
+    the budget where it is far slower (H200, full size: eager LayerNorm 8.2 ms a call against torch.compile's
+    0.46 ms, 1.8 s of a 3 s budget), so the rounds that decide the ratio get the time. It is still timed now and
+    then, and timed every round again once it is within ``prune_ratio`` of the fastest, because the first rounds can
+    mislead: on an H100 (stop 38) a fresh torch.compile baseline of problem 23 ran its first five blocks at 2.7-2.8
+    ms a call against its usual 1.45, was never timed again, and eager (1.63 ms) became the denominator: the
+    candidate was paid 1.20x where the other four evaluations paid 1.08-1.10x. ``pruned_every`` is odd, so a pruned
+    baseline's rounds alternate their order as every round does."""
 
     warmup_rounds: int = 1
     min_rounds: int = 5
@@ -42,6 +47,7 @@ class TimingPlan:
     target_rel_ci: float = 0.01
     budget_s: float = 3.0
     prune_ratio: float = 1.5
+    pruned_every: int = 3
 
     @classmethod
     def for_device(cls, device: torch.device, **overrides) -> "TimingPlan":
@@ -51,14 +57,24 @@ class TimingPlan:
 
 @dataclasses.dataclass
 class Series:
-    """Per-call seconds of one side, one entry per counted round: ``raw_s`` as timed (a block's time over its
-    ``calls``), and :attr:`per_call_s` with ``overhead_s``, the fence's fixed cost per block, removed (never
-    more than half a block)."""
+    """Per-call seconds of one side, one entry per counted round it was timed in: ``raw_s`` as timed (a block's
+    time over its ``calls``), and :attr:`per_call_s` with ``overhead_s``, the fence's fixed cost per block, removed
+    (never more than half a block). ``rounds``: the counted round of each entry, where the side was not timed in
+    every round (a pruned baseline, :class:`TimingPlan`); empty means one entry per round from the first."""
 
     name: str
     raw_s: list = dataclasses.field(default_factory=list)
     calls: int = 1
     overhead_s: float = 0.0
+    rounds: list = dataclasses.field(default_factory=list)
+
+    def add(self, round_index: int, seconds: float) -> None:
+        self.rounds.append(round_index)
+        self.raw_s.append(seconds)
+
+    @property
+    def round_ids(self) -> list[int]:
+        return list(self.rounds) if self.rounds else list(range(len(self.raw_s)))
 
     @property
     def per_call_s(self) -> list[float]:
@@ -73,7 +89,7 @@ class Series:
     def typical(self) -> tuple[float, float]:
         """The side's per-call seconds as the speedup uses them, and the absolute ~95% half-width: see
         :func:`typical_time`."""
-        return typical_time(self.per_call_s)
+        return typical_time(self.per_call_s, self.round_ids)
 
 
 def lower_quartile(values: list[float]) -> tuple[float, float]:
@@ -90,7 +106,7 @@ def lower_quartile(values: list[float]) -> tuple[float, float]:
     return q, (s[min(m - 1, math.ceil(m * 0.25 + h))] - s[max(0, math.floor(m * 0.25 - h))]) / 2
 
 
-def typical_time(per_call: list[float]) -> tuple[float, float]:
+def typical_time(per_call: list[float], rounds: list[int] | None = None) -> tuple[float, float]:
     """A side's typical per-call time: the mean, over the two orders a round can run its sides in (rounds
     alternate them), of that order's lower quartile; and the absolute ~95% half-width of it.
 
@@ -103,10 +119,15 @@ def typical_time(per_call: list[float]) -> tuple[float, float]:
     ratio spread less between evaluations than the median of paired ratios in 11 of 14 problem-runs (dlrm/2, stop
     28: CV 1.9% against 4.0%; 88: 1.1-2.6% against 2.2-4.6%), and its means agreed with the median's within their
     noise. A block-level shortcut cannot buy a low quartile: every round re-checks a secret quarter of the
-    candidate's calls (``TimingPhase._recheck``)."""
+    candidate's calls (``TimingPhase._recheck``). ``rounds``: each entry's round, whose parity is its order
+    (default: one entry per round)."""
     if len(per_call) < 2:
         return (per_call[0], math.inf) if per_call else (math.nan, math.inf)
-    (a, ha), (b, hb) = lower_quartile(per_call[0::2]), lower_quartile(per_call[1::2])
+    rounds = range(len(per_call)) if rounds is None else rounds
+    orders = [[x for x, r in zip(per_call, rounds) if r % 2 == parity] for parity in (0, 1)]
+    if not all(orders):  # every entry of one order: that order's figure alone
+        return lower_quartile(orders[0] or orders[1])
+    (a, ha), (b, hb) = lower_quartile(orders[0]), lower_quartile(orders[1])
     return (a + b) / 2, math.hypot(ha, hb) / 2
 
 
@@ -129,20 +150,68 @@ def speedup(cand: Series, series: dict) -> Speedup:
     (vb, hb), (vc, hc) = best.typical, cand.typical
     ratio = vb / vc if vc > 0 else math.nan
     rel = math.hypot(hb / vb, hc / vc) if vb > 0 and vc > 0 else math.inf
-    b, c = best.per_call_s, cand.per_call_s
-    pairs = [(b[i] + b[i + 1]) / (c[i] + c[i + 1]) for i in range(0, min(len(b), len(c)) - 1, 2)
-             if c[i] + c[i + 1] > 0] or [x / y for x, y in zip(b, c) if y > 0]  # (one round: its own)
+    # paired by round: the rounds both sides were timed in (all of them but where the best was once pruned)
+    b, c = dict(zip(best.round_ids, best.per_call_s)), dict(zip(cand.round_ids, cand.per_call_s))
+    common = sorted(set(b) & set(c))
+    pairs = [(b[i] + b[j]) / (c[i] + c[j]) for i, j in zip(common[0::2], common[1::2])
+             if c[i] + c[j] > 0] or [b[i] / c[i] for i in common if c[i] > 0]  # (one round: its own)
     paired = median_ci(pairs)[1] if pairs else math.inf
     return Speedup(ratio, rel, paired, best.name)
 
 
 def worth_timing(series: dict, active: list, ratio: float) -> list:
-    """The baselines of ``active`` still worth timing: those whose typical time (the figure :func:`speedup` picks the
-    fastest baseline by) is within ``ratio`` of the fastest one's (:attr:`TimingPlan.prune_ratio`). One baseline
-    always stays."""
+    """The baselines of ``active`` worth timing every round: those whose typical time (the figure :func:`speedup`
+    picks the fastest baseline by) is within ``ratio`` of the fastest one's (:attr:`TimingPlan.prune_ratio`). One
+    baseline always stays. The others are timed every ``TimingPlan.pruned_every``-th round (``timing_phase``)."""
     typical = {name: series[name].typical[0] for name in active}
     fastest = min(typical.values())
     return [name for name in active if typical[name] <= ratio * fastest]
+
+
+class BaselineSchedule:
+    """Which baselines a round times (:class:`TimingPlan`): all of them until ``min_rounds``; then those within
+    ``prune_ratio`` of the fastest every round, and each slower one only every ``period`` rounds, its period
+    ``pruned_every`` times its distance from the fastest in steps of ``prune_ratio`` (made odd, so that its rounds
+    alternate their order). A far slower baseline then costs at most about half a block of the fastest per round
+    (eager LayerNorm, 18x the fastest: one block in 39 rounds), while one slowed for a few rounds (a transient) is
+    timed again soon enough to be timed every round again once its figures say so."""
+
+    def __init__(self, plan: TimingPlan, names: list):
+        self.plan = plan
+        self.names = list(names)
+        self.active = set(self.names)
+        self.due: dict[str, int] = {}  # a slower baseline -> the counted round it is timed in next
+        self.pruned: dict[str, int] = {}  # baseline -> the counted rounds after which it was first timed only now and then
+        self.restored: dict[str, int] = {}  # baseline -> the counted rounds after which it was timed every round again
+
+    def timed(self, counted: int) -> list:
+        """The baselines timed in the counted round ``counted`` (negative: a warm-up round, every one)."""
+        return [n for n in self.names if n in self.active or counted < 0 or self.due.get(n) == counted]
+
+    def after_round(self, counted: int, series: dict) -> None:
+        """After the counted round ``counted`` (every side's figures in ``series``)."""
+        rounds = counted + 1
+        for n in self.names:  # a slower baseline timed in this round: its next round
+            if n not in self.active and self.due.get(n) == counted:
+                self.due[n] = counted + self.period(n, series)
+        if rounds < self.plan.min_rounds or len(self.names) < 2:
+            return
+        keep = set(worth_timing(series, self.names, self.plan.prune_ratio))
+        for n in self.names:
+            if n in self.active and n not in keep:
+                self.active.discard(n)
+                self.pruned.setdefault(n, rounds)
+                self.due[n] = counted + self.period(n, series)
+            elif n not in self.active and n in keep:
+                self.active.add(n)
+                self.restored[n] = rounds
+                self.due.pop(n, None)
+
+    def period(self, name: str, series: dict) -> int:
+        fastest = min(series[n].typical[0] for n in self.names)
+        steps = max(1, math.ceil(series[name].typical[0] / (fastest * self.plan.prune_ratio))) if fastest > 0 else 1
+        p = self.plan.pruned_every * steps
+        return p if p % 2 else p + 1
 
 
 class PhaseSplit:

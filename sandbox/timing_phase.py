@@ -21,8 +21,8 @@ from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
-from kbenv.sandbox.timing import (PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup, time_block,
-                                  worth_timing)
+from kbenv.sandbox.timing import (BaselineSchedule, PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup,
+                                  time_block)
 
 
 class TimingPhase:
@@ -97,12 +97,13 @@ class TimingPhase:
         split = PhaseSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
         watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
         clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
-        active = dict(bases)  # the baselines still timed (TimingPlan.prune_ratio)
-        pruned: dict = {}  # baseline -> the counted rounds it was timed for
+        schedule = BaselineSchedule(plan, list(bases))  # which baselines each round times (TimingPlan.prune_ratio)
         try:
             for r in range(plan.warmup_rounds + plan.max_rounds):
                 seeds = [sup.secret.seed("time", self.eval_id, r, k) for k in range(n)]
-                regions = [self.lease] + list({id(l.region): l for l in active.values()}.values())
+                counted = r - plan.warmup_rounds  # this round's index among the counted ones (< 0: warm-up)
+                timed = {name: bases[name] for name in schedule.timed(counted)}
+                regions = [self.lease] + list({id(l.region): l for l in timed.values()}.values())
                 with split("inputs"):
                     for k, seed in enumerate(seeds):  # one input set alive at a time: full-size sets are GiBs
                         x = sup.refs.inputs(st, seed, self.ev.timed_domain)  # zero-mean where the contract applies
@@ -110,7 +111,7 @@ class TimingPhase:
                             lease.write_inputs(k, x)
                         del x
                     sup.release_memory()
-                sides = [("candidate", self.lease)] + list(active.items())
+                sides = [("candidate", self.lease)] + list(timed.items())
                 if r % 2:
                     sides.reverse()
                 for name, lease in sides:
@@ -129,8 +130,8 @@ class TimingPhase:
                     if name == "candidate":
                         with split("recheck"):
                             replay += self._recheck(seeds, rng, r)
-                    if r >= plan.warmup_rounds:
-                        (cand if name == "candidate" else series[name]).raw_s.append(per_call)
+                    if counted >= 0:
+                        (cand if name == "candidate" else series[name]).add(counted, per_call)
                 if self.device.type == "cuda":  # the fence's cost again, under this round's machine state (one
                     # fencing per round: the least over the rounds is what is removed, and three per round took
                     # 0.6-1.4 s of an evaluation, H200)
@@ -142,10 +143,7 @@ class TimingPhase:
                         s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
                     rounds += 1
-                    if rounds >= plan.min_rounds and len(active) > 1:
-                        for name in set(active) - set(worth_timing(series, list(active), plan.prune_ratio)):
-                            del active[name]
-                            pruned[name] = rounds
+                    schedule.after_round(counted, series)
                     if rounds >= plan.min_rounds and (speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci
                                                       or time.monotonic() > t_budget):
                         break
@@ -167,7 +165,8 @@ class TimingPhase:
                        "speedup_rel_ci95": sp.rel_ci95, "paired_rel_ci95": sp.paired_rel_ci95, "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
-        res.facts["baselines_pruned"] = pruned  # timed no more after that many rounds: far slower than the best
+        res.facts["baselines_pruned"] = schedule.pruned  # timed only every few rounds after that many: far slower
+        res.facts["baselines_restored"] = schedule.restored  # timed every round again: within prune_ratio after all
         res.facts["round_split_s"] = split.seconds()
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
