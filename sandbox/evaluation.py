@@ -9,7 +9,6 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
 import time
@@ -20,13 +19,14 @@ from kbenv.problems import get_problem
 from kbenv.rewards import checks as C
 from kbenv.rewards import precision as precision_contract
 from kbenv.rewards.amdahl import share_for
-from kbenv.rewards.verdict import Trial, correctness_checks, judge as judge_trials, judge_checks, trial_errors
+from kbenv.rewards.verdict import Trial, correctness_checks, judge_checks, trial_errors
 from kbenv.sandbox import decoy, protocol
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
-from kbenv.sandbox.lent import PATTERN_A, PATTERN_B, SlotLayout
+from kbenv.sandbox.lent import PATTERN_A, PATTERN_B
 from kbenv.sandbox.references import MODEL_SEED, HarnessError
 from kbenv.sandbox.result import EvalRequest, EvalResult
 from kbenv.sandbox.timing import PhaseSplit
+from kbenv.sandbox.decoy_phase import DecoyPhase, DecoyRun
 from kbenv.sandbox.timing_phase import TimingPhase
 
 
@@ -344,120 +344,10 @@ class Evaluation:
 
     # ---------------------------------------------------------------------------------------------- decoy
     def decoy(self, run: "DecoyRun | None" = None) -> dict:
-        """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs
-        (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
-        t0 = time.monotonic()
-        source, kernels = decoy.noop_kernels(self.req.candidate)  # made once already (run_phases): it can be made
-        out = {"custom_kernels": kernels, "noop_correct": None, "beside": run is not None}
-        split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
-        if kernels and source is not None:
-            with split("take_executor"):
-                # beside correctness it holds the plan's decoy room: processes still dying wait unless they fit
-                # the room beside it (ExecutorPool.take)
-                plan = getattr(self.sup, "plan", None)
-                proc = self.sup.pool.take(beside_bytes=plan.decoy_bytes if run is not None and plan else 0)
-            lease = None
-            try:
-                if run is not None:
-                    run.using(proc)
-                    # the no-op rewrite's build, made ahead: waited for here only while the run still matters
-                    until = time.monotonic() + self.sup.limits["compile_s"]
-                    with split("build_wait"):  # (a fact: on the GPU's path once correctness has ended)
-                        while (self.sup.builds is not None and self.sup.builds.building(source)
-                               and not run.abandoned and time.monotonic() < until):
-                            time.sleep(0.05)
-                    if run.abandoned:
-                        raise CandidateFault("crash", "the decoy run was abandoned")
-                lease = Lease(proc, self.device, SlotLayout.build(self.official[0], self.st.out_specs, 1,
-                                                                  lend_outputs=self.device.type != "cuda"))
-                with split("compile"):
-                    self.compile(lease, source, Deadline("decoy", self.sup.limits["compile_s"]), phase=None)
-
-                def judge(domain, seed, inputs, outs, mut, meta):
-                    v = judge_trials([Trial("default", inputs, self.official[1], outs, None, meta, PATTERN_A, PATTERN_B)],
-                                     self.precision, self.problem.invariants, self.problem.tolerance)
-                    out["noop_correct"] = v.correct
-                with split("call_and_judge"):
-                    self._run_block(lease, [("default", None, PATTERN_A)],
-                                    Deadline("decoy", self.sup.limits["trial_s"]), judge)
-            except CandidateFault as f:
-                # the no-op version returned no output: nothing shows that the kernels produce it (a decoy:
-                # rewards.verdict.decoy_checks); a run beside correctness is made again alone first (run_phases)
-                out["noop_correct"] = None
-                out["noop_failure"] = f.category
-                out["noop_reason"] = (f.reason or "")[:300]
-            finally:
-                self.sup.fence.release(proc)
-                self.sup.pool.dispose(proc, lease, start_spares=False)
-        self.sup.release_memory()
-        out["seconds"] = round(time.monotonic() - t0, 4)
-        out["split_s"] = split.seconds()
-        return out
+        """The decoy phase (``kbenv.sandbox.decoy_phase``): the supervisor's no-op rewrite, run and judged."""
+        return DecoyPhase(self).run(run)
 
     # --------------------------------------------------------------------------------------------- timing
     def timing(self, res: EvalResult) -> dict:
         """The paired timing phase (``kbenv.sandbox.timing_phase``)."""
         return TimingPhase(self).run(res)
-
-
-class DecoyRun:
-    """The decoy phase beside correctness: the no-op rewrite's executor compiles and runs while the candidate's
-    trials are judged (untimed work both; the supervisor's judging takes turns, ``Supervisor.transient_lock``).
-
-    It runs on the supervisor's one long-lived side thread (``Supervisor.side``), never on a thread of its own:
-    bubblewrap's ``--die-with-parent`` is the parent-death signal, which Linux sends when the *thread* that
-    spawned the sandbox exits, so a spare executor started from a short-lived thread dies with it.
-    :meth:`result` waits for it and re-raises what it raised (a harness fault stays one). :meth:`abandon` (the
-    candidate failed correctness) kills its executor so nothing waits for it; whatever the killed run then raises
-    is dropped, since its answer decides nothing."""
-
-    def __init__(self, ev: Evaluation):
-        self._lock = threading.Lock()
-        self._proc = None
-        self._abandoned = False
-        self._ev = ev
-        self._future = None
-        self.beside = self.may_run_beside(ev)
-        if self.beside:
-            self._future = ev.sup.side.submit(ev.decoy, self)
-
-    @staticmethod
-    def may_run_beside(ev: Evaluation) -> bool:
-        """Beside correctness only where a fence waits for one process's work (the idle-probe fence, for drivers
-        without the process lock, waits for the whole GPU, so a decoy beside would stretch the candidate's
-        fences), and only where the memory plan has room for a second worker and its lent slot beside everything
-        it holds while the supervisor judges (``MemoryPlan.decoy_room``; the plan keeps that room out of the
-        elastic cache where it can): an out-of-memory that the decoy's executor caused must never be judged the
-        candidate's. Elsewhere it runs after the timing phase, alone."""
-        if not getattr(ev.sup, "decoy_beside", True) or ev.sup.fence.kind == "idle_probe":
-            return False
-        plan = getattr(ev.sup, "plan", None)
-        if ev.device.type != "cuda":
-            return True
-        return plan is not None and plan.decoy_room
-
-    def using(self, proc) -> None:
-        """The decoy's executor, once taken: killed now if the run was abandoned meanwhile."""
-        with self._lock:
-            self._proc = proc
-            if self._abandoned:
-                proc.signal_kill()
-
-    @property
-    def abandoned(self) -> bool:
-        return self._abandoned
-
-    def abandon(self) -> None:
-        with self._lock:
-            self._abandoned = True
-            if self._proc is not None:
-                self._proc.signal_kill()
-
-    def join(self) -> None:
-        if self._future is not None:
-            concurrent.futures.wait([self._future])
-
-    def result(self) -> dict:
-        if self._future is None:
-            self._future = self._ev.sup.side.submit(self._ev.decoy, self)
-        return self._future.result()

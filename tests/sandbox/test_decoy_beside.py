@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import torch
 
-from kbenv.sandbox.evaluation import DecoyRun
+from kbenv.sandbox.decoy_phase import DecoyRun
 
 
 def _ev(kind: str, room: int = 20 << 30):
