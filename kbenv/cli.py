@@ -265,6 +265,8 @@ def cmd_eval(args) -> int:
     device = _device(args)
     size = _size(args, device)
     limits = _limits(args)
+    from kbenv.config import timing_overrides
+    timing = timing_overrides(args.timing_budget)
     step.preflight([prob.id], size, args.precision, device)
     if "```" in text:  # a model's reply: the same extraction as every other path
         prepared = step.prepare(text, prob.id, size=size, device=device, precision=args.precision,
@@ -278,7 +280,8 @@ def cmd_eval(args) -> int:
     else:
         from kbenv.sandbox.supervisor import Supervisor
         prepared.request.measure_time = not args.no_time
-        sup = Supervisor(device=device, sandbox=args.sandbox, keep_spare=False, limits=limits or None)
+        sup = Supervisor(device=device, sandbox=args.sandbox, keep_spare=False, limits=limits or None,
+                         timing=timing or None)
         try:
             res = sup.evaluate(prepared.request)
         finally:
@@ -555,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     _sandbox_arg(e)
     _limit_arg(e)
     e.add_argument("--no-time", action="store_true", help="correctness only: do not time the candidate")
+    e.add_argument("--timing-budget", type=float, default=0.0, metavar="SECONDS",
+                   help="seconds of paired timing, unless the ratio is settled sooner (default: 3 s on cuda); "
+                        "less is faster and noisier")
     e.add_argument("--json", action="store_true", help="print the whole result as JSON")
     e.add_argument("--kernelbench-dir", help="also register problems from an external KernelBench checkout")
 

@@ -29,6 +29,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from kbenv import step as _step
+from kbenv.config import timing_overrides
 from kbenv.problems import get_problem, list_problems
 from kbenv.prompts import feedback_prompt, followup_prompt, problem_prompt, system_prompt
 from kbenv.sandbox.result import EvalResult
@@ -134,6 +135,9 @@ class KernelEnv(gym.Env):
         address: a Ray cluster to join for the default evaluator.
         limits: per-phase deadlines in seconds for the default evaluator, e.g. ``{"compile_s": 60,
             "trial_s": 20, "timing_s": 120}`` (the sandbox Supervisor's ``limits``).
+        timing_budget: seconds of paired timing per evaluation for the default evaluator, unless the ratio is
+            settled sooner (None: the default, 3 s on cuda; less is more evaluations per GPU-hour and noisier
+            speedups: :func:`kbenv.config.timing_overrides`).
         stop_on_pass: end the episode on the first passing candidate.
         chat: ``resend`` (each turn one self-contained prompt) or ``history`` (the chat grows turn by turn).
         render_mode: None or ``ansi``.
@@ -151,7 +155,7 @@ class KernelEnv(gym.Env):
                  size: str = "auto", precision: str | None = None, reward_fn: str = "amdahl",
                  profile: str | None = None, device: str = "auto", evaluator=None, address: str | None = None,
                  limits: dict | None = None, stop_on_pass: bool = True, chat: str = "resend",
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, timing_budget: float | None = None):
         if backend not in ("triton", "cuda"):
             raise ValueError(f"backend must be 'triton' or 'cuda', got {backend!r}")
         if chat not in CHAT_MODES:
@@ -166,6 +170,7 @@ class KernelEnv(gym.Env):
         self.backend, self.max_turns, self.precision = backend, int(max_turns), precision
         self.reward_fn, self.profile, self.stop_on_pass, self.chat = reward_fn, profile, stop_on_pass, chat
         self._device_arg, self._address, self._limits = device, address, dict(limits) if limits else None
+        self._timing = timing_overrides(timing_budget, "timing_budget")
         self._evaluator = evaluator
         self._owns_evaluator = False
         self.render_mode = render_mode
@@ -192,8 +197,9 @@ class KernelEnv(gym.Env):
         """The evaluator; the default pool is started on first use and stopped by :meth:`close`."""
         if self._evaluator is None:
             from kbenv.sandbox.actor import EvaluatorPool
-            self._evaluator = EvaluatorPool(device=self._device_arg, address=self._address,
-                                            config={"limits": self._limits} if self._limits else None)
+            config = {**({"limits": self._limits} if self._limits else {}),
+                      **({"timing": self._timing} if self._timing else {})}
+            self._evaluator = EvaluatorPool(device=self._device_arg, address=self._address, config=config or None)
             self._owns_evaluator = True
         return self._evaluator
 

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from kbenv import step as _step
-from kbenv.config import parse_limits
+from kbenv.config import parse_limits, timing_overrides
 from kbenv.env import KernelEnv
 from kbenv.errors import PolicyFailed, UsageError
 from kbenv.problems import get_problem, list_problems
@@ -57,6 +57,8 @@ class RolloutConfig:
     """evaluators sharing each GPU (cuda; README "Throughput"): compile and correctness overlap, timing alone"""
     limit: list = dataclasses.field(default_factory=list)
     """a phase deadline PHASE=SECONDS for the sandbox, repeatable (PHASE: compile, trial, timing)"""
+    timing_budget: float = 0.0
+    """seconds of paired timing per evaluation, if not settled sooner (0: the default, 3 s on cuda); less: faster, noisier"""
     chat: str = "resend"
     """resend (each turn one self-contained prompt) or history (the chat grows turn by turn)"""
     device: str = "auto"
@@ -138,6 +140,7 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
     policy = policy or resolve_policy(cfg.policy, cfg.policy_kwargs)
     problems = _problem_list(cfg, policy)
     limits = parse_limits(cfg.limit)
+    timing = timing_overrides(cfg.timing_budget)
     if cfg.chat not in ("resend", "history"):
         raise UsageError("--chat", f"must be resend or history, got {cfg.chat!r}")
     run_dir = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.policy.replace(':', '.').replace('/', '_')}")
@@ -151,6 +154,8 @@ def run_rollout(cfg: RolloutConfig, pool=None, policy=None) -> Path:
             config["spares"] = cfg.spares
         if limits:
             config["limits"] = limits
+        if timing:
+            config["timing"] = timing
         device = _step.resolve_device(cfg.device)
         if cfg.lanes > 1:
             from kbenv.sandbox import memplan

@@ -94,6 +94,7 @@ class TimingPhase:
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
         t_budget = time.monotonic() + plan.budget_s
         rounds = 0
+        stopped_by = "max_rounds"  # why the rounds ended (a fact): interval, budget or max_rounds
         split = PhaseSplit()  # where each round's wall time went (a fact: the timed blocks are a part of it)
         watch = getattr(sup, "gpu_state_facts", False) and self.device.type == "cuda"
         clocks: dict = {}  # side -> the SM clock (MHz) read just after each of its blocks (a fact only)
@@ -144,9 +145,13 @@ class TimingPhase:
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     schedule.after_round(counted, series)
-                    if rounds >= plan.min_rounds and (speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci
-                                                      or time.monotonic() > t_budget):
-                        break
+                    if rounds >= plan.min_rounds:
+                        if speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci:
+                            stopped_by = "interval"
+                            break
+                        if time.monotonic() > t_budget:
+                            stopped_by = "budget"
+                            break
         finally:
             for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
                 sup.fence.release(lease.proc)
@@ -157,6 +162,7 @@ class TimingPhase:
         res.baseline = {"best": best.name, "best_ms": best.median_ms, "best_typical_ms": 1e3 * best.typical[0],
                         "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
+                       "budget_s": plan.budget_s, "stopped_by": stopped_by,
                        "calls_per_block": n,
                        "fence_overhead_ms": round(1e3 * overhead, 4),
                        "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),

@@ -201,6 +201,14 @@ def test_eval_limit_flags_reach_the_supervisor(capsys, monkeypatch, good_file):
                             "--limit", "compile=30", "--limit", "timing=90.5", "--limit", "trial=5", "--json")
     assert code == 0 and json.loads(out)["problem"] == PID
     assert seen["limits"] == {"compile_s": 30.0, "timing_s": 90.5, "trial_s": 5.0} and seen["closed"]
+    assert seen["timing"] is None  # the sandbox's own timing plan
+    seen.clear()
+    code, _, _ = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cpu",
+                          "--timing-budget", "1.5", "--json")
+    assert code == 0 and seen["timing"] == {"budget_s": 1.5}
+    code, _, err = run_main(capsys, "eval", "--problem", PID, "--kernel", str(good_file), "--device", "cpu",
+                            "--timing-budget", "-1")
+    assert code == 2 and "--timing-budget" in err
 
 
 def test_memory_preflight_refusal_exits_two_naming_the_size(capsys, monkeypatch, good_file):
@@ -263,6 +271,11 @@ def test_rollout_evaluators_and_limits_reach_the_pool(capsys, monkeypatch, tmp_p
                               "--device", "cpu", "--no-progress")
     assert code == 0, err
     assert made[0]["n"] == 3 and made[0]["config"] == {"limits": {"compile_s": 11.0}}
+    code, _, err = run_main(capsys, "rollout", "--policy", "known-good", "--problems", PID, "--turns", "1",
+                            "--timing-budget", "0.75", "--out", str(tmp_path / "r2"), "--device", "cpu",
+                            "--no-progress")
+    assert code == 0, err
+    assert made[1]["config"] == {"timing": {"budget_s": 0.75}}
 
 
 def test_demo_problems_narrow_both_parts_and_both_are_saved(capsys, monkeypatch, tmp_path):

@@ -67,6 +67,7 @@ def test_known_good_passes_through_the_actor(pid, good_results):
     assert r.verdict == "pass", (r.category, r.reason, r.error)
     assert r.reward > 0 and r.timings["median_ms"] > 0 and r.baseline["best_ms"] > 0
     assert r.speedup_meaningful == (DEVICE == "cuda")
+    assert r.timings["budget_s"] > 0 and r.timings["stopped_by"] in ("interval", "budget", "max_rounds"), r.timings
 
 
 def test_case_ok_rejects_a_paid_or_miscategorised_result():
