@@ -179,6 +179,13 @@ def test_close_stops_the_pool_the_env_started_and_not_one_passed_in(monkeypatch)
     env2 = KernelEnv(problems=[PID], evaluator=mine)
     env2.close()
     assert not mine.closed
+    env3 = KernelEnv(problems=[PID], device="cpu", timing_budget=1.25)
+    env3.reset(seed=0)
+    env3.step(GOOD)
+    assert started[-1]["config"] == {"timing": {"budget_s": 1.25}}
+    env3.close()
+    with pytest.raises(ValueError, match="timing_budget"):
+        KernelEnv(problems=[PID], device="cpu", timing_budget=float("nan"))
 
 
 def test_env_vector_env_and_score_build_the_same_requests():
