@@ -40,14 +40,19 @@ def parse_limits(specs: Iterable[str] | Mapping[str, float] | None, flag: str = 
         key = LIMIT_PHASES.get(phase, phase if phase in LIMIT_PHASES.values() else None)
         if key is None:
             raise UsageError(flag, f"unknown phase {phase!r} (one of {', '.join(LIMIT_PHASES)})")
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            raise UsageError(flag, f"{phase}={value!r}: seconds must be a number") from None
-        if not math.isfinite(seconds) or seconds <= 0:
-            raise UsageError(flag, f"{phase}={value!r}: seconds must be a finite number above 0")
-        out[key] = seconds
+        out[key] = _seconds(value, flag, f"{phase}={value!r}")
     return out
+
+
+def _seconds(value, flag: str, shown: str) -> float:
+    """``value`` as a finite number of seconds above 0, else a :class:`UsageError` naming ``flag`` and ``shown``."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(flag, f"{shown}: seconds must be a number") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(flag, f"{shown}: seconds must be a finite number above 0")
+    return seconds
 
 
 def timing_overrides(budget_s: float | None, flag: str = "--timing-budget") -> dict[str, float]:
@@ -61,10 +66,4 @@ def timing_overrides(budget_s: float | None, flag: str = "--timing-budget") -> d
     """
     if not budget_s:
         return {}
-    try:
-        seconds = float(budget_s)
-    except (TypeError, ValueError):
-        raise UsageError(flag, f"{budget_s!r}: seconds must be a number") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(flag, f"{budget_s!r}: seconds must be a finite number above 0")
-    return {"budget_s": seconds}
+    return {"budget_s": _seconds(budget_s, flag, repr(budget_s))}
