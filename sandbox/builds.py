@@ -57,8 +57,10 @@ def default_workers(background: tuple | None, sharers: int = 1) -> int:
     and the decoy's executor. Measured on an H100 host (stop 36, 12 background cores): 8 builders at once made the
     first candidate wait 99 s for its build, against 31 s for a build alone. Builds finish in the order they were
     submitted only when few run at once, and the GPU needs the first one first: a builder per
-    :data:`CORES_PER_BUILD` background cores (3 on 12) still finishes two builds (a candidate's and its decoy's)
-    faster than an evaluation takes."""
+    :data:`CORES_PER_BUILD` background cores (3 on 12). That is not enough to keep up with back-to-back
+    evaluations of 8-10 s: each candidate needs two builds of about 30 s (its own and its decoy's), so 3
+    builders make one candidate in three wait about 27 s (H100, stop 38, 8 candidates of problem 19), against
+    30-38 s of compilation for every candidate without builders. Between 3 and 8 builders is not measured yet."""
     return max(1, len(background) // (CORES_PER_BUILD * max(sharers, 1))) if background else 2
 
 
