@@ -91,7 +91,8 @@ def run(builders: int | None, n: int, size: str, tag: str) -> dict:
     decoy_wait = sum(decoy_on_path(r) for r in results)
     return {"builders": builders, "n": n, "wall_s": round(wall, 2), "compile_sum_s": round(sum(compile_s), 2),
             "build_wait_sum_s": round(build_wait, 2), "decoy_wait_on_path_sum_s": round(decoy_wait, 2),
-            "gpu_wait_for_builds_s": round(sum(compile_s) + decoy_wait, 2), "compile_s": [round(c, 2) for c in compile_s],
+            "gpu_wait_for_builds_s": round(sum(compile_s) + decoy_wait, 2),
+            "compile_s": [round(c, 2) for c in compile_s],
             "prebuilt": sum(bool(r.facts.get("prebuilt")) for r in results),
             "verdicts": [r.verdict if r.verdict == "pass" else f"{r.verdict}:{r.category}" for r in results]}
 
@@ -117,7 +118,8 @@ def main() -> None:
     if len(rows) != 2 or rows[0]["builders"] != 0:
         return
     seq, farm = rows
-    print(f"GPU waiting for compilation: {seq['gpu_wait_for_builds_s']} s sequential, {farm['gpu_wait_for_builds_s']} s with "
+    print(f"GPU waiting for compilation: {seq['gpu_wait_for_builds_s']} s sequential, "
+          f"{farm['gpu_wait_for_builds_s']} s with "
           f"{farm['builders']} builders ({farm['prebuilt']}/{args.n} found their build ready); wall {seq['wall_s']} s "
           f"-> {farm['wall_s']} s", flush=True)
 

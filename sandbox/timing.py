@@ -32,14 +32,14 @@ class TimingPlan:
     """How long to time: warm-up rounds (not counted), then ``min_rounds`` to ``max_rounds`` rounds, stopping
     early once the paired ratio's relative 95% confidence half-width is at most ``target_rel_ci``, or when
     ``budget_s`` of wall time has been spent. After ``min_rounds``, a baseline whose typical time is more than
-    ``prune_ratio`` times the fastest baseline's is timed only every ``pruned_every``-th round: its blocks took most of
-    the budget where it is far slower (H200, full size: eager LayerNorm 8.2 ms a call against torch.compile's
-    0.46 ms, 1.8 s of a 3 s budget), so the rounds that decide the ratio get the time. It is still timed now and
-    then, and timed every round again once it is within ``prune_ratio`` of the fastest, because the first rounds can
-    mislead: on an H100 (stop 38) a fresh torch.compile baseline of problem 23 ran its first five blocks at 2.7-2.8
-    ms a call against its usual 1.45, was never timed again, and eager (1.63 ms) became the denominator: the
-    candidate was paid 1.20x where the other four evaluations paid 1.08-1.10x. ``pruned_every`` is odd, so a pruned
-    baseline's rounds alternate their order as every round does."""
+    ``prune_ratio`` times the fastest baseline's is timed only every few rounds (:class:`BaselineSchedule`, from
+    ``pruned_every``): its blocks took most of the budget where it is far slower (H200, full size: eager LayerNorm
+    8.2 ms a call against torch.compile's 0.46 ms, 1.8 s of a 3 s budget), so the rounds that decide the ratio get
+    the time. It is still timed now and then, and timed every round again once it is within ``prune_ratio`` of the
+    fastest, because the first rounds can mislead: on an H100 (stop 38) a fresh torch.compile baseline of problem
+    23 ran its first five blocks at 2.7-2.8 ms a call against its usual 1.45, was never timed again, and eager
+    (1.63 ms) became the denominator: the candidate was paid 1.20x where the other four evaluations paid
+    1.08-1.10x."""
 
     warmup_rounds: int = 1
     min_rounds: int = 5
@@ -162,7 +162,7 @@ def speedup(cand: Series, series: dict) -> Speedup:
 def worth_timing(series: dict, active: list, ratio: float) -> list:
     """The baselines of ``active`` worth timing every round: those whose typical time (the figure :func:`speedup`
     picks the fastest baseline by) is within ``ratio`` of the fastest one's (:attr:`TimingPlan.prune_ratio`). One
-    baseline always stays. The others are timed every ``TimingPlan.pruned_every``-th round (``timing_phase``)."""
+    baseline always stays. The others are timed only every few rounds (:class:`BaselineSchedule`)."""
     typical = {name: series[name].typical[0] for name in active}
     fastest = min(typical.values())
     return [name for name in active if typical[name] <= ratio * fastest]
@@ -173,7 +173,7 @@ class BaselineSchedule:
     ``prune_ratio`` of the fastest every round, and each slower one only every ``period`` rounds, its period
     ``pruned_every`` times its distance from the fastest in steps of ``prune_ratio`` (made odd, so that its rounds
     alternate their order). A far slower baseline then costs at most about half a block of the fastest per round
-    (eager LayerNorm, 18x the fastest: one block in 39 rounds), while one slowed for a few rounds (a transient) is
+    (eager LayerNorm, 18x the fastest: one block in 37 rounds), while one slowed for a few rounds (a transient) is
     timed again soon enough to be timed every round again once its figures say so."""
 
     def __init__(self, plan: TimingPlan, names: list):
@@ -181,8 +181,8 @@ class BaselineSchedule:
         self.names = list(names)
         self.active = set(self.names)
         self.due: dict[str, int] = {}  # a slower baseline -> the counted round it is timed in next
-        self.pruned: dict[str, int] = {}  # baseline -> the counted rounds after which it was first timed only now and then
-        self.restored: dict[str, int] = {}  # baseline -> the counted rounds after which it was timed every round again
+        self.pruned: dict[str, int] = {}  # baseline -> counted rounds after which it was first timed now and then
+        self.restored: dict[str, int] = {}  # baseline -> counted rounds after which it was timed every round again
 
     def timed(self, counted: int) -> list:
         """The baselines timed in the counted round ``counted`` (negative: a warm-up round, every one)."""
