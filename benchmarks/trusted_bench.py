@@ -1,7 +1,7 @@
 """Repeatability and cost of the trusted measurement path (issue 11's figures), on one device.
 
     python benchmarks/trusted_bench.py [--device cuda] [--size full] [--repeats 5] [--problems ...] [--out F.json]
-                                       [--baselines default|fresh|kept] [--beside-lane]
+                                       [--baselines default|fresh|kept] [--beside-lane] [--timing-budget S]
 
 For each problem (default: kernelbench 23, 88, 40 and dlrm 2) its known-good kernel is evaluated ``--repeats``
 times with a clean executor ready (the first evaluation, which builds the reference and the baseline processes,
@@ -15,6 +15,8 @@ kernel, fenced) is measured as the per-call time of problem 19's known-good ReLU
 supervisor is one of two lanes on the device (``kbenv.sandbox.lanes``), and a second process, the other lane,
 evaluates known-good kernels back to back (``--load-problems``, at the largest size its share fits) until the bench
 ends. Each row then says whether its result was judged alone, and how long its timing phase waited for the other.
+``--timing-budget S`` times each evaluation for at most S seconds (``kbenv rollout --timing-budget``): the CV and
+wall time at a shorter budget than the default 3 s, the throughput/noise trade an RL user makes.
 """
 
 import argparse
@@ -45,6 +47,8 @@ def main() -> None:
                     help="one of two lanes on the device, the other evaluating --load-problems back to back")
     ap.add_argument("--load-problems", default="kernelbench/level1/88,kernelbench/level1/40,dlrm/1,kernelbench/level1/19",
                     help="what the other lane evaluates, in a loop (its known-good kernels)")
+    ap.add_argument("--timing-budget", type=float, default=0.0,
+                    help="seconds of paired timing per evaluation (default: the device's own, 3 s on cuda)")
     ap.add_argument("--lane-key", default=None, help=argparse.SUPPRESS)  # the other lane's: the bench's device
     ap.add_argument("--load-until", default=None, help=argparse.SUPPRESS)  # the other lane runs until this file exists
     args = ap.parse_args()
@@ -53,9 +57,11 @@ def main() -> None:
     if args.load_until:
         return load_lane(args)
     from kbenv.agents.scripted import KnownGoodPolicy
+    from kbenv.config import timing_overrides
     from kbenv.prompts import extract_code
     from kbenv.sandbox.result import EvalRequest
     from kbenv.sandbox.supervisor import Supervisor
+    timing = timing_overrides(args.timing_budget) or None
     try:
         from gpubusy import GpuBusy
         busy = GpuBusy.open(0) if args.device == "cuda" else None
@@ -65,15 +71,17 @@ def main() -> None:
     fresh = {"default": None, "fresh": True, "kept": False}[args.baselines]
     load = None
     if args.beside_lane:
-        sup = Supervisor(device=args.device, fresh_baselines=fresh, lanes=2, lane_key=args.lane_key)
+        sup = Supervisor(device=args.device, fresh_baselines=fresh, lanes=2, lane_key=args.lane_key,
+                         timing=timing)
         stop = Path(sup.root) / "load-until"
         load = subprocess.Popen([sys.executable, __file__, "--device", args.device, "--size", args.size,
                                  "--load-problems", args.load_problems, "--lane-key", sup.lanes.key,
                                  "--load-until", str(stop)])
     else:
-        sup = Supervisor(device=args.device, fresh_baselines=fresh)
+        sup = Supervisor(device=args.device, fresh_baselines=fresh, timing=timing)
     sup.gpu_state_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpustate)
-    report = {"device": args.device, "size": args.size, "baselines": args.baselines, "problems": {}}
+    report = {"device": args.device, "size": args.size, "baselines": args.baselines, "timing": timing,
+              "problems": {}}
 
     def code(pid):
         return extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))
@@ -87,9 +95,11 @@ def main() -> None:
         t = time.perf_counter()
         r = sup.evaluate(EvalRequest(problem=pid, candidate=code(pid), size=size))
         wall = time.perf_counter() - t
-        row = {"size": size, "verdict": r.verdict, "category": r.category, "reason": r.reason[:200], "speedup": r.speedup,
+        row = {"size": size, "verdict": r.verdict, "category": r.category, "reason": r.reason[:200],
+               "speedup": r.speedup,
                "rel_ci95": r.timings.get("speedup_rel_ci95"), "median_ms": r.timings.get("median_ms"),
-               "rounds": r.timings.get("rounds"), "slots": r.facts.get("slots"), "baseline": r.baseline,
+               "rounds": r.timings.get("rounds"), "stopped_by": r.timings.get("stopped_by"),
+               "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
