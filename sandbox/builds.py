@@ -203,6 +203,17 @@ class BuildFarm:
         os.chmod(workdir / name, 0o644)  # read by the executor's own uid, through its read-only private directory
         return name
 
+    def withdraw(self, source: str) -> bool:
+        """A build no longer needed (the decoy's, once its candidate has failed): dropped if it has not started,
+        so the builders go to the batch's next candidates. True if it was dropped; one already running finishes."""
+        with self._lock:
+            key = self.key(source)
+            fut = self._builds.get(key) if needs_build(source) else None
+            if fut is None or not fut.cancel():
+                return False
+            del self._builds[key]
+            return True
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(self.root, ignore_errors=True)

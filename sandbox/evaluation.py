@@ -66,6 +66,7 @@ class Evaluation:
         self.lease: Lease | None = None
         self.eval_id = os.urandom(8).hex()
         self.prebuilt = False  # the candidate's extensions were built ahead (a fact of the result)
+        self.decoy_source: str | None = None  # the supervisor's no-op rewrite of the candidate, where it has kernels
         self.build_wait_s = 0.0  # of the compile phase, the wait for the candidate's build still running ahead
         self.correctness_split: dict = {}  # where correctness spent its time (a fact, set once it ran)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
@@ -128,6 +129,8 @@ class Evaluation:
             res.fail(f.category, f.reason, f.error)
         finally:
             self._dispose_executor(proc)
+            if res.verdict != "pass":  # its decoy's build, if it has not started, goes: builders to the next ones
+                self._withdraw_decoy_build()
             # cuda: this evaluation's baselines go; the next ones start, opened for this same problem
             self.sup.baselines.done(like=(self.st, self.layout, self.official[0]) if self.req.measure_time else None)
         res.facts["slots"] = len(self.layout.slots)
@@ -143,8 +146,9 @@ class Evaluation:
             raise CandidateFault("decoy", f"the supervisor could not rewrite the candidate's source to make its "
                                           f"kernels no-ops ({e}), so that they produce the output cannot be "
                                           f"observed") from None
-        if self.sup.builds is not None and noop and kernels:  # it builds while the candidate compiles and runs
-            self.sup.builds.submit(noop)
+        self.decoy_source = noop if kernels else None
+        if self.sup.builds is not None and self.decoy_source:  # it builds while the candidate compiles and runs
+            self.sup.builds.submit(self.decoy_source)
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
         res.facts["prebuilt"] = self.prebuilt
         res.facts["build_wait_s"] = round(self.build_wait_s, 3)
@@ -186,6 +190,12 @@ class Evaluation:
         res.set_verdict(judge_checks(per_trial, timing=timing, decoy=dec))
         if res.verdict == "pass" and timing is not None:
             res.speedup = timing["speedup"]
+
+    def _withdraw_decoy_build(self) -> None:
+        """The candidate failed (or the evaluation did): its decoy's build, submitted ahead, is not needed; one
+        not yet started is dropped, so the builders go to the batch's next candidates (``BuildFarm.withdraw``)."""
+        if self.sup.builds is not None and self.decoy_source:
+            self.sup.builds.withdraw(self.decoy_source)
 
     def _dispose_executor(self, proc) -> None:
         """The candidate's executor goes, once: killed now, reaped off the path (ExecutorPool.dispose)."""

@@ -186,3 +186,50 @@ def test_an_idle_evaluator_runs_a_request_whose_build_is_done_before_one_that_wo
     assert pick_next(cu, [], []) == 0
     # a failed or absent build counts as done: the executor compiles, no point waiting
     assert pick_next(cu, [0, 2], ["building", "none"]) == 2
+
+
+def test_a_build_not_yet_started_is_withdrawn_and_a_running_one_finishes(tmp_path, monkeypatch):
+    """A decoy's build is not needed once its candidate failed: one still queued is dropped (the builders go to
+    the batch's next candidates), one already running is left to finish."""
+    import threading
+
+    farm = builds.BuildFarm(tmp_path, "cpu", None, 60.0, None, workers=1)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_build(key, source):
+        started.set()
+        release.wait(30)
+        return None
+    monkeypatch.setattr(farm, "_build", slow_build)
+    try:
+        first, second = "# load_inline 1\n", "# load_inline 2\n"
+        assert farm.submit(first) and farm.submit(second)
+        assert started.wait(10)
+        assert farm.withdraw(second) is True and not farm.submitted(second)  # queued behind the first: dropped
+        assert farm.withdraw(first) is False and farm.submitted(first)  # running: it finishes
+        assert farm.withdraw("# no build needed\n") is False
+    finally:
+        release.set()
+        farm.close()
+
+
+def test_a_failed_candidates_decoy_build_is_withdrawn(cache_dir, monkeypatch):
+    """End to end on the CPU: a candidate that fails correctness withdraws its decoy's build (the no-op rewrite
+    the supervisor submitted at its start); a passing one does not."""
+    from kbenv.sandbox import decoy
+    from test_faults import GOOD
+    wrong = GOOD.replace("return", "return 2 *", 1) if "return" in GOOD else None
+    assert wrong is not None
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, builders=1)
+    withdrawn = []
+    try:
+        monkeypatch.setattr(sup.builds, "withdraw", lambda source: withdrawn.append(source) or False)
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert withdrawn == []
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=wrong, measure_time=False))
+        assert r.verdict != "pass"
+        noop, kernels = decoy.noop_kernels(wrong)
+        assert (withdrawn == [noop]) if kernels else (withdrawn == []), (kernels, withdrawn)
+    finally:
+        sup.close()
