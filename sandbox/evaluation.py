@@ -21,12 +21,12 @@ from kbenv.rewards import precision as precision_contract
 from kbenv.rewards.amdahl import share_for
 from kbenv.rewards.verdict import Trial, correctness_checks, judge_checks, trial_errors
 from kbenv.sandbox import decoy, protocol
+from kbenv.sandbox.decoy_phase import DecoyPhase, DecoyRun
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A, PATTERN_B
 from kbenv.sandbox.references import MODEL_SEED, HarnessError
 from kbenv.sandbox.result import EvalRequest, EvalResult
 from kbenv.sandbox.timing import PhaseSplit
-from kbenv.sandbox.decoy_phase import DecoyPhase, DecoyRun
 from kbenv.sandbox.timing_phase import TimingPhase
 
 
