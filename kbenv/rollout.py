@@ -58,7 +58,7 @@ class RolloutConfig:
     limit: list = dataclasses.field(default_factory=list)
     """a phase deadline PHASE=SECONDS for the sandbox, repeatable (PHASE: compile, trial, timing)"""
     timing_budget: float = 0.0
-    """each evaluation's paired timing in seconds, unless settled sooner (0: default, 3 s on cuda); less: faster, noisier"""
+    """paired timing per evaluation (s), unless settled sooner (0: default, 3 s on cuda); less is faster, noisier"""
     chat: str = "resend"
     """resend (each turn one self-contained prompt) or history (the chat grows turn by turn)"""
     device: str = "auto"
