@@ -66,6 +66,10 @@ _MIXED_NOTE = (
     "speedup figures combine incomparable timings."
 )
 
+_MIXED_BUDGET_NOTE = (
+    "WARNING: records were timed under different timing budgets (--timing-budget); their speedups differ in noise."
+)
+
 
 def _p_label(p: float) -> str:
     return f"{p:g}"
@@ -281,6 +285,7 @@ def summarize(
         "final": _view(list(finals.values()), problem_set, family_of, thresholds),
         "best": _view(list(bests.values()), problem_set, family_of, thresholds),
         "pace": _pace(kept),
+        "timing": _timing(kept),
     }
 
 
@@ -293,6 +298,24 @@ def _pace(records: list) -> dict | None:
     span = times[-1] - times[0]
     return {"evaluations": len(times), "span_s": round(span, 3),
             "evaluations_per_min": round(60 * (len(times) - 1) / span, 2)}
+
+
+def _timing(records: list) -> dict | None:
+    """The timing budgets the records were timed under (``timings.budget_s``: ``--timing-budget``) and why their
+    rounds ended (``timings.stopped_by``), each with its count. None where no record was timed. Speedups timed under
+    different budgets differ in noise, so a run that mixes them is flagged in the report."""
+    budgets: dict[str, int] = {}
+    stopped: dict[str, int] = {}
+    for r in records:
+        t = r.get("timings") or {}
+        if isinstance(t.get("budget_s"), (int, float)):
+            key = f"{float(t['budget_s']):g}"
+            budgets[key] = budgets.get(key, 0) + 1
+        if t.get("stopped_by"):
+            stopped[str(t["stopped_by"])] = stopped.get(str(t["stopped_by"]), 0) + 1
+    if not budgets and not stopped:
+        return None
+    return {"budgets_s": dict(sorted(budgets.items(), key=lambda kv: float(kv[0]))), "stopped_by": stopped}
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -335,6 +358,13 @@ def format_report(summary: Mapping[str, Any]) -> str:
     if pace:
         lines.append(f"Pace: {pace['evaluations_per_min']:.1f} evaluations/min ({pace['evaluations'] - 1} completed in "
                      f"the {pace['span_s']:.1f} s between the first and the last record)")
+    timing = summary.get("timing")
+    if timing:
+        budgets = ", ".join(f"{b} s ({n})" for b, n in timing["budgets_s"].items()) or "not recorded"
+        ends = ", ".join(f"{k} {n}" for k, n in sorted(timing["stopped_by"].items()))
+        lines.append(f"Timing budget: {budgets}" + (f"; rounds ended by: {ends}" if ends else ""))
+        if len(timing["budgets_s"]) > 1:
+            lines.append(_MIXED_BUDGET_NOTE)
     basis = summary["speedup_basis"]
     if basis == "cpu-interpreter":
         lines.append(_CPU_NOTE)

@@ -247,3 +247,18 @@ def test_plot_shows_speedups_on_a_log_axis_in_times_and_failures_beside_them(run
     legend = fig.legends[0].get_window_extent()
     for ax in fig.axes:
         assert not legend.overlaps(ax.get_window_extent())
+
+
+def test_timing_budgets_and_why_rounds_ended_are_summarized_and_a_mix_is_flagged():
+    records = make_records()
+    for k, r in enumerate(records):
+        r["timings"] = {"budget_s": 3.0, "stopped_by": "budget" if k % 2 else "interval"}
+    s = summarize(records, PROBLEMS)
+    assert s["timing"] == {"budgets_s": {"3": 10}, "stopped_by": {"interval": 5, "budget": 5}}
+    text = format_report(s)
+    assert "Timing budget: 3 s (10); rounds ended by: budget 5, interval 5" in text and "WARNING" not in text
+    records[0]["timings"]["budget_s"] = 1.5
+    s = summarize(records, PROBLEMS)
+    assert s["timing"]["budgets_s"] == {"1.5": 1, "3": 9}
+    assert "different timing budgets" in format_report(s)
+    assert summarize(make_records(), PROBLEMS)["timing"] is None  # nothing timed
