@@ -43,7 +43,8 @@ for stage in "$@"; do
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
-             --out "$OUT/trusted.json" ${TRUSTED_ARGS:-} > "$OUT/trusted.log" 2>&1 ;;
+             --out "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.json" ${TRUSTED_ARGS:-} \
+             > "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.log" 2>&1 ;;  # TRUSTED_TAG: several runs in one call
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
               { timeout 90 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;
@@ -55,10 +56,11 @@ for stage in "$@"; do
              for g in ${ROLLOUT_GPUS:-2 1}; do
                L=$((g == 1 ? ${ROLLOUT_LIMIT_1:-150} : ${ROLLOUT_LIMIT_2:-100}))
                # ROLLOUT_LANES=2: evaluators sharing each GPU (--lanes), logged as rollout-good-<g>gpu-lanes2
-               T=${g}gpu${ROLLOUT_LANES:+-lanes$ROLLOUT_LANES}
+               # ROLLOUT_ARGS="--timing-budget 1.5" (any rollout flags) with ROLLOUT_TAG=b15 naming its logs
+               T=${g}gpu${ROLLOUT_LANES:+-lanes$ROLLOUT_LANES}${ROLLOUT_TAG:+-$ROLLOUT_TAG}
                timeout $L python3 "$R/benchmarks/gpubusy.py" -- python3 -m kbenv.cli rollout --policy known-good \
                  --problems $P --gpus $g --spares ${SPARES:-0} --size ${ROLLOUT_SIZE:-largest} --out /tmp/run-good-$T --no-progress \
-                 ${ROLLOUT_LANES:+--lanes $ROLLOUT_LANES} > "$OUT/rollout-good-$T.log" 2>&1
+                 ${ROLLOUT_LANES:+--lanes $ROLLOUT_LANES} ${ROLLOUT_ARGS:-} > "$OUT/rollout-good-$T.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$T --plot "$OUT/speedups-$T.png" >> "$OUT/rollout-good-$T.log" 2>&1
                python3 -m kbenv.cli export /tmp/run-good-$T "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1
                python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1

@@ -22,7 +22,7 @@ counts. What they agree on lives in three lock files per GPU (``flock``; a direc
 Order, so that no two lanes wait on each other: turnstile, candidates, gpu_turn, gpu. An evaluation starts by
 passing the turnstile, then takes ``candidates`` shared, passes ``gpu_turn`` and takes ``gpu`` shared; its timing
 phase gives ``gpu`` up, takes ``gpu_turn`` and waits for ``gpu`` exclusive (with its candidate held by the fence,
-its spares paused and every process it disposed of reaped, so the lane is quiet while it waits), lets ``gpu_turn``
+its started spares paused and every process it disposed of reaped, so the lane is quiet while it waits), lets ``gpu_turn``
 go once it has ``gpu``, and takes ``gpu`` shared again when the phase ends; the evaluation gives both up when it
 ends. A lane judging alone takes turnstile, candidates and gpu exclusive, in that order, after giving up what it
 held.

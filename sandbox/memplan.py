@@ -589,14 +589,16 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
 
 
 def default_spares(device_type: str) -> int:
-    """Clean executors a supervisor keeps started ahead by default: on cuda three, two on the CPU. An evaluation
-    takes two (the candidate's and the decoy's), and the ones started in their place when it ends need 1-2 s for
-    their CUDA contexts: with two spares the next evaluation waited that long for its executor (1.3-1.8 s per
-    evaluation in back-to-back H200 rollouts), with three one has been ready for a whole evaluation. On the CPU
-    (no context to create) two cover both executors of an evaluation: with one, the decoy's was started on demand
-    (2 s of each evaluation on the 2-core CI machine). A plan without room for them keeps fewer
-    (:func:`preflight`)."""
-    return 3 if device_type == "cuda" else 2
+    """Clean executors a supervisor keeps started ahead by default: on cuda four, two on the CPU. An evaluation
+    takes two (the candidate's and the decoy's), and the ones spawned in their place need their imports (2-4 s)
+    and then, started when the evaluation ends, 1-2 s for their CUDA contexts. With two spares the next evaluation
+    waited that long for its executor (1.3-1.8 s per evaluation in back-to-back H200 rollouts); with three its
+    decoy took the one spawned when the last decoy was disposed, still importing or creating its context
+    (1.2-3.1 s on the path in 13 of 16 evaluations, one-lane rollout, H100, stop 36); with four, each executor
+    taken was spawned an evaluation earlier. On the CPU (no context to create) two cover both executors of an
+    evaluation: with one, the decoy's was started on demand (2 s of each evaluation on the 2-core CI machine). A
+    plan without room for them keeps fewer (:func:`preflight`)."""
+    return 4 if device_type == "cuda" else 2
 
 
 def plan_for_device(problem: Problem | str, size: str, precision: str | None, device: torch.device | str,

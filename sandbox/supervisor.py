@@ -133,7 +133,12 @@ class ExecutorPool:
         return [t for t, _, _ in self._reapers if t.is_alive()]
 
     def pause_spares(self) -> list[int]:
-        return [pid for p in self.spares for pid in p.pause()]
+        """Stop the started spares (their CUDA contexts) for a timing phase. A spare not yet started goes on
+        importing torch: it waits for its start frame before it touches the GPU (``executor.main``), and its CPU
+        work runs on the background cores, never the timed sides' (``kbenv.sandbox.cpus``). Paused too, the one
+        spawned when the decoy's executor was disposed had not finished importing when the next evaluation's
+        decoy took it (1.2-3.1 s of that evaluation on the path, one-lane rollout, H100, stop 36)."""
+        return [pid for p in self.spares if p.started for pid in p.pause()]
 
     def resume_spares(self, pids: list[int]) -> None:
         process.ExecutorProcess.resume(pids)
@@ -206,7 +211,7 @@ class Supervisor:
         memory_limit_bytes: the executor's host memory limit (address space on cpu; data segment on cuda
             when ``host_memory_cap``).
         secret: bytes every seed is derived from; random by default.
-        keep_spare / spares: clean executors kept started ahead of the next evaluation (default 3 on cuda,
+        keep_spare / spares: clean executors kept started ahead of the next evaluation (default 4 on cuda,
             2 on cpu; ``memplan.default_spares``).
         fresh_baselines: new baseline processes for every evaluation (default on cuda: a torch.compile process
             kept across evaluations measured slower after its first one on the H200).

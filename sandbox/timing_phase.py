@@ -1,6 +1,7 @@
 """The timing phase of one evaluation: the candidate's blocks against its baselines' blocks, on the supervisor's clock.
 
-Set-up (every disposed executor reaped, spares paused, the candidate held, the baselines' leases), then rounds:
+Set-up (spares paused, the candidate held, the baselines started beside the processes still dying, then every
+disposed process reaped and the baselines warmed), then rounds:
 every slot's inputs written (drawn from the evaluation's timed domain: zero-mean where the precision contract
 applies, ``precision.timed_domain``), then each side in turn (the order alternating by round) has its output
 places poisoned, the L2 evicted and one block timed (``kbenv.sandbox.timing.time_block``); after the candidate's
@@ -34,28 +35,31 @@ class TimingPhase:
 
     def run(self, res: EvalResult) -> dict:
         t_phase = time.monotonic()
-        sup, st = self.sup, self.st
         setup = PhaseSplit()  # where the time before the first block goes (a fact)
         with setup("release_memory"):
-            sup.release_memory()
-        with setup("reap_executors"):
-            sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)  # every disposed executor has exited (a decoy's beside
-        # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with timing)
-        with setup("reap_baselines"):
-            sup.baselines.join()  # and an earlier evaluation's baseline processes
-        paused = sup.pool.pause_spares()
+            self.sup.release_memory()
+        paused = self.sup.pool.pause_spares()
         with contextlib.ExitStack() as lane:
             try:
                 return self._run(res, setup, paused, lane, t_phase)
             finally:
-                sup.pool.resume_spares(paused)
+                self.sup.pool.resume_spares(paused)
 
     def _run(self, res: EvalResult, setup: PhaseSplit, paused: list, lane: contextlib.ExitStack, t_phase: float):
-        """Set-up with the candidate held (the baselines' leases; lanes: the GPU alone), then the timed rounds."""
+        """Set-up with the candidate held (the baselines started, every disposed process gone, the baselines
+        warmed; lanes: then the GPU alone), then the timed rounds."""
         sup, st = self.sup, self.st
         # the candidate held while the baselines are built and warmed (torch.compile autotunes on the GPU)
         with setup("hold_candidate"):
             sup.fence.hold(self.lease.proc, 30.0)
+        with setup("baseline_ready"):  # their contexts and models: nothing timed or timing-shaping, so this
+            sup.baselines.ready(st, self.layout, owner=self.eval_id)  # overlaps the processes still dying
+        with setup("reap_executors"):
+            sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)  # every disposed executor has exited (a decoy's beside
+        # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with the baselines'
+        # warm-up, where torch.compile autotunes, nor with timing)
+        with setup("reap_baselines"):
+            sup.baselines.join()  # and an earlier evaluation's baseline processes
         with setup("baseline_leases"):
             bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
         if sup.lanes is not None:
@@ -133,9 +137,9 @@ class TimingPhase:
                             replay += self._recheck(seeds, rng, r)
                     if counted >= 0:
                         (cand if name == "candidate" else series[name]).add(counted, per_call)
-                if self.device.type == "cuda":  # the fence's cost again, under this round's machine state (one
-                    # fencing per round: the least over the rounds is what is removed, and three per round took
-                    # 0.6-1.4 s of an evaluation, H200)
+                if self.device.type == "cuda" and plan.calibrates(r):  # the fence's cost again, under this
+                    # round's machine state (one fencing per calibrated round: the least over the rounds is what is
+                    # removed; three per round took 0.6-1.4 s of an evaluation, H200; TimingPlan.calibrate_every)
                     with split("fence_calibration"):
                         probe = next(iter(bases.values()))
                         overhead = min(overhead, fence_overhead(probe, sup.fence, repeats=1))

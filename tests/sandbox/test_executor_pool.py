@@ -80,3 +80,48 @@ def test_the_decoys_executor_beside_correctness_counts_itself_and_dying_baseline
     pool.take(beside_bytes=26 << 30)
     assert waits[-1] is True and len(reaped) == 2
     gate.set()
+
+
+def test_a_timing_phase_pauses_only_started_spares():
+    """A spare not yet started has no CUDA context and waits for its start frame before it touches the GPU: it goes
+    on importing through a timing phase, so that it is ready for the next evaluation's decoy."""
+    sup = NS(device=torch.device("cuda"), limits={"spawn_s": 1.0})
+    pool = ExecutorPool.__new__(ExecutorPool)
+    pool.sup = sup
+    paused = []
+
+    def spare(pid, started):
+        return NS(started=started, pause=lambda: (paused.append(pid), [pid])[1])
+    pool.spares = [spare(11, True), spare(12, False), spare(13, True)]
+    assert pool.pause_spares() == [11, 13]
+    assert paused == [11, 13]
+
+
+def test_the_baselines_start_beside_dying_processes_and_warm_up_after_them():
+    """The timing phase's set-up: the baselines' processes started and their models built while disposed executors
+    are still dying (nothing timed or autotuned), then every dying process waited for, then the warm-up (where
+    torch.compile autotunes) and the fence's calibration."""
+    from kbenv.sandbox.timing_phase import TimingPhase
+    from kbenv.sandbox.result import EvalResult
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def leases(*a, **k):
+        calls.append("baselines.leases")
+        raise Stop
+    pool = NS(pause_spares=lambda: [], resume_spares=lambda pids: None,
+              join=lambda wait=True: calls.append(f"pool.join(wait={wait})"))
+    baselines = NS(ready=lambda st, layout, owner=None: calls.append("baselines.ready"),
+                   join=lambda: calls.append("baselines.join"), leases=leases)
+    sup = NS(release_memory=lambda: None, pool=pool, baselines=baselines, lanes=None,
+             fence=NS(hold=lambda proc, t: calls.append("hold_candidate")))
+    ev = NS(sup=sup, st=None, lease=NS(proc=None), layout=None, official=([], []), device=torch.device("cuda"),
+            problem=None, req=None, precision="fp32", eval_id="e")
+    try:
+        TimingPhase(ev).run(EvalResult.__new__(EvalResult))
+    except Stop:
+        pass
+    assert calls == ["hold_candidate", "baselines.ready", "pool.join(wait=True)", "baselines.join",
+                     "baselines.leases"]

@@ -545,3 +545,11 @@ def test_timed_calls_of_a_tensor_core_problem_take_the_path_zero_mean_inputs_tak
     assert r.verdict == "pass", (r.category, r.reason, r.error)
     assert r.facts["timed_domain"] == "normal" and r.facts["timed_domain_tolerance"]["tensor_core_op"]
     assert min(r.timings["per_call_ms"]) >= 250, r.timings["per_call_ms"]
+
+
+def test_the_fence_is_calibrated_in_the_first_rounds_then_every_few():
+    from kbenv.sandbox.timing import TimingPlan
+    plan = TimingPlan()
+    rounds = [r for r in range(20) if plan.calibrates(r)]
+    assert rounds == [0, 1, 2, 3, 4, 8, 12, 16]
+    assert [r for r in range(6) if TimingPlan(calibrate_every=1).calibrates(r)] == list(range(6))
