@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python benchmarks/gpubusy.py [--index N] -- CMD ...``: run CMD and print the GPU's busy seconds and busy
     fraction over its whole run (for back-to-back throughput runs, e.g. ``kbenv rollout``)."""
     import argparse
+    import signal
     import subprocess
     import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -130,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give the command after --")
     busy = GpuBusy.open(args.index, by_pci=False)  # no CUDA context of its own beside the measured run
     t0, t = GpuBusy.now_us(), time.perf_counter()
-    rc = subprocess.call(cmd)
+    child = subprocess.Popen(cmd)
+    # a time limit (`timeout L python3 gpubusy.py -- ...`) stops the command, not the figure: the signal goes on to
+    # it, and the window it ran is still reported (stop 39's rollouts ran into their limits and printed none)
+    signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
+    rc = child.wait()
     wall = time.perf_counter() - t
     if busy is None:
         print("gpubusy: NVML unavailable", file=sys.stderr)

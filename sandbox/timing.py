@@ -43,7 +43,13 @@ class TimingPlan:
 
     On cuda the fence's fixed cost is measured again in the first three rounds and then every ``calibrate_every``
     rounds (the least figure is removed from every block): once a round, it took 2.1 s of the 37.1 s of timing of
-    16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not get."""
+    16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not get.
+
+    The interval rule applies from ``interval_min_rounds`` counted rounds on (six paired ratios, six blocks of each
+    order per side), never sooner: its half-width comes from the paired ratios' interquartile range, and from the
+    three ratios of six rounds that range is small by chance often enough to end a phase on too few blocks for the
+    lower quartiles the speedup is made of (H100: one of five evaluations of problem 23 at ``medium`` stopped after
+    six rounds, stop 39; back-to-back rollouts stopped problems 1, 24, 39 and 47 after 6-10, stops 36 and 39)."""
 
     warmup_rounds: int = 1
     min_rounds: int = 5
@@ -53,6 +59,16 @@ class TimingPlan:
     prune_ratio: float = 1.5
     pruned_every: int = 3
     calibrate_every: int = 4
+    interval_min_rounds: int = 12
+
+    def stop(self, rounds: int, paired_rel_ci95: float, past_budget: bool) -> str | None:
+        """Why the rounds end after ``rounds`` counted ones (``interval`` or ``budget``), or None to go on; the
+        caller ends them at ``max_rounds`` itself."""
+        if rounds < self.min_rounds:
+            return None
+        if rounds >= self.interval_min_rounds and paired_rel_ci95 <= self.target_rel_ci:
+            return "interval"
+        return "budget" if past_budget else None
 
     def calibrates(self, r: int) -> bool:
         """Whether round ``r`` (warm-up rounds included) measures the fence's cost again."""

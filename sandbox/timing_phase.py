@@ -12,6 +12,7 @@ speedup is the ratio of typical times (``kbenv.sandbox.timing.speedup``). Nothin
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 
 import torch
@@ -149,13 +150,11 @@ class TimingPhase:
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     schedule.after_round(counted, series)
-                    if rounds >= plan.min_rounds:
-                        if speedup(cand, series).paired_rel_ci95 <= plan.target_rel_ci:
-                            stopped_by = "interval"
-                            break
-                        if time.monotonic() > t_budget:
-                            stopped_by = "budget"
-                            break
+                    why = plan.stop(rounds, speedup(cand, series).paired_rel_ci95 if rounds >= plan.min_rounds
+                                    else math.inf, time.monotonic() > t_budget)
+                    if why is not None:
+                        stopped_by = why
+                        break
         finally:
             for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
                 sup.fence.release(lease.proc)

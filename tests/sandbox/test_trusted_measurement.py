@@ -553,3 +553,15 @@ def test_the_fence_is_calibrated_in_the_first_rounds_then_every_few():
     rounds = [r for r in range(20) if plan.calibrates(r)]
     assert rounds == [0, 1, 2, 3, 4, 8, 12, 16]
     assert [r for r in range(6) if TimingPlan(calibrate_every=1).calibrates(r)] == list(range(6))
+
+
+def test_the_interval_ends_the_rounds_only_after_enough_paired_ratios():
+    """Three paired ratios (six rounds) can show a tight interquartile range by chance: the interval rule waits for
+    ``interval_min_rounds``; the budget ends the rounds from ``min_rounds`` on."""
+    from kbenv.sandbox.timing import TimingPlan
+    plan = TimingPlan()
+    assert plan.stop(4, 0.001, past_budget=True) is None  # before min_rounds nothing ends them
+    assert plan.stop(6, 0.001, past_budget=False) is None  # a tight interval from three ratios: go on
+    assert plan.stop(6, 0.001, past_budget=True) == "budget"
+    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False) == "interval"
+    assert plan.stop(plan.interval_min_rounds, 0.05, past_budget=False) is None
