@@ -49,11 +49,16 @@ def main() -> None:
                     help="what the other lane evaluates, in a loop (its known-good kernels)")
     ap.add_argument("--timing-budget", type=float, default=0.0,
                     help="seconds of paired timing per evaluation (default: the device's own, 3 s on cuda)")
+    ap.add_argument("--lend-share", type=int, default=0,
+                    help="lend each executor 1/N of the device budget (KBENV_LEND_SHARE; default the plan's 32): "
+                         "more slots, so more calls per timed block")
     ap.add_argument("--lane-key", default=None, help=argparse.SUPPRESS)  # the other lane's: the bench's device
     ap.add_argument("--load-until", default=None, help=argparse.SUPPRESS)  # the other lane runs until this file exists
     args = ap.parse_args()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.lend_share:  # before any plan is made (the other lane's process inherits it)
+        os.environ["KBENV_LEND_SHARE"] = str(args.lend_share)
     if args.load_until:
         return load_lane(args)
     from kbenv.agents.scripted import KnownGoodPolicy
@@ -81,7 +86,7 @@ def main() -> None:
         sup = Supervisor(device=args.device, fresh_baselines=fresh, timing=timing)
     sup.gpu_state_facts = True  # what shared the GPU while timed, in each row (kbenv.sandbox.gpustate)
     report = {"device": args.device, "size": args.size, "baselines": args.baselines, "timing": timing,
-              "problems": {}}
+              "lend_share": args.lend_share or None, "problems": {}}
 
     def code(pid):
         return extract_code(good.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}))

@@ -72,12 +72,31 @@ MAX_LEND_BYTES = 8 << 30  # cuda: the most lent per executor
 LEND_SHARE = 32  # cuda: an executor is lent up to 1/32 of the device budget, between the two above
 
 
+def lend_share() -> int:
+    """The share of the device budget an executor is lent, as a divisor: ``LEND_SHARE``, or ``KBENV_LEND_SHARE``
+    where set. The variable is a measuring knob (``benchmarks/trusted_bench.py --lend-share``), not a setting: a
+    larger share means more slots, so more calls per timed block and fewer fixed costs per call, and more memory per
+    plan (which may then run a problem at a smaller size); whether it tightens the speedup's spread for the same
+    time is what the bench is for (not yet measured)."""
+    env = os.environ.get(_LEND_SHARE_ENV, "")
+    if not env:
+        return LEND_SHARE
+    try:
+        share = int(env)
+    except ValueError:
+        share = 0
+    if share < 1:
+        raise ValueError(f"{_LEND_SHARE_ENV}={env!r} is not a whole number of at least 1")
+    return share
+
+
 def lend_bytes(device_budget_bytes: int | None) -> int:
-    """What one executor's slots take on cuda (its inputs lent, its outputs kept): 1/32 of the device budget, at
-    least ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (4.4 GiB on an H200, 1 GiB under a 24 GB cap)."""
+    """What one executor's slots take on cuda (its inputs lent, its outputs kept): 1/32 of the device budget
+    (:func:`lend_share`), at least ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (4.4 GiB on an H200, 1 GiB under a
+    24 GB cap)."""
     if device_budget_bytes is None:
         return LEND_BYTES
-    return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // LEND_SHARE))
+    return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // lend_share()))
 
 
 def slot_count(slot_bytes: int, device_type: str, device_budget_bytes: int | None = None) -> int:
@@ -119,6 +138,7 @@ CHECK_BASE_BYTES = 64 * MiB
 _CAP_ENV = "KBENV_GPU_MEMORY_CAP"
 _LANES_ENV = "KBENV_GPU_LANES"  # supervisors sharing each GPU (kbenv.sandbox.lanes): each plans with its share
 _HOST_CAP_ENV = "KBENV_HOST_MEMORY_CAP"
+_LEND_SHARE_ENV = "KBENV_LEND_SHARE"  # lend_share(): a measuring knob for the slot count
 
 
 class MemoryPlanError(ValueError):

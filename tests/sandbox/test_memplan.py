@@ -415,3 +415,19 @@ def test_the_decoys_room_is_kept_before_the_elastic_cache():
     # a small problem: the cache's share binds, and the room holds the decoy many times over
     small = M.plan("kernelbench/level1/88", "full", None, budget, 3, host_budget=1 << 50)
     assert small.reference_cache_bytes == int(M.REFERENCE_CACHE_SHARE * budget) and small.decoy_room
+
+
+def test_a_lend_share_set_for_a_measurement_gives_more_slots_and_the_plan_counts_them(monkeypatch):
+    """``KBENV_LEND_SHARE`` (trusted_bench.py --lend-share): more of the budget lent, so more slots, which the plan
+    counts in the lent memory and the baselines' region alike; a value below 1 is refused in one line."""
+    budget = 79 * GiB
+    base = M.plan("kernelbench/level1/23", "medium", None, budget, 4, host_budget=1 << 50)
+    monkeypatch.setenv("KBENV_LEND_SHARE", "8")
+    more = M.plan("kernelbench/level1/23", "medium", None, budget, 4, host_budget=1 << 50)
+    assert more.n_slots > base.n_slots >= M.MIN_SLOTS
+    assert more.lent_slot_bytes == more.n_slots * more.slot_bytes
+    assert more.required_bytes > base.required_bytes
+    assert M.lend_bytes(budget) == M.MAX_LEND_BYTES  # 1/8 of 79 GiB, capped
+    monkeypatch.setenv("KBENV_LEND_SHARE", "0")
+    with pytest.raises(ValueError, match="KBENV_LEND_SHARE"):
+        M.lend_bytes(budget)
