@@ -3,8 +3,11 @@
     python benchmarks/phase_split.py RECORDS.jsonl
 
 Prints, per phase of ``EvalResult.phase_seconds`` (worker_wait, compile, correctness, decoy, baseline_setup,
-timing), its total and mean seconds and its share of the evaluations' summed wall time, then the baseline set-up's
-own split (``facts.baseline_setup``: waiting for the processes, their builds and warm-ups, the fence calibration).
+timing), its total and mean seconds and its share of the evaluations' summed wall time; then three splits of the
+facts, each summed over the records that have it: the baseline set-up's (``facts.baseline_setup``: waiting for the
+processes, their builds and warm-ups, the fence calibration), the timing phase's set-up (``facts.timing_setup_s``:
+the baselines started, the disposed processes reaped, the warm-up, another lane's timing waited for) and the
+decoy's (``facts.decoy.split_s``: its executor, its build, its call and judging).
 """
 
 from __future__ import annotations
@@ -14,34 +17,48 @@ import sys
 from collections import defaultdict
 
 
+def summed(rows: list, *path: str) -> tuple[int, dict]:
+    """How many records have the fact at ``path`` (a dict of numbers and flags), and its entries summed (a flag
+    counts the records where it is true, as ``NAME (count)``)."""
+    n, out = 0, defaultdict(float)
+    for r in rows:
+        d = r.get("facts") or {}
+        for key in path:
+            d = d.get(key) if isinstance(d, dict) else None
+        if not isinstance(d, dict):
+            continue
+        n += 1
+        for k, v in d.items():
+            if isinstance(v, bool):
+                out[k + " (count)"] += int(v)
+            elif isinstance(v, (int, float)):
+                out[k] += v
+    return n, dict(out)
+
+
 def main(path: str) -> None:
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    phases, setup = defaultdict(float), defaultdict(float)
-    total, n_setup = 0.0, 0
+    phases = defaultdict(float)
+    total = 0.0
     for r in rows:
         ph = r.get("phase_seconds") or {}
         total += ph.get("total", 0.0)
         for k, v in ph.items():
             if k != "total":
                 phases[k] += v
-        bs = (r.get("facts") or {}).get("baseline_setup")
-        if bs:
-            n_setup += 1
-            for k, v in bs.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    setup[k] += v
-                elif isinstance(v, bool):
-                    setup[k + " (count)"] += int(v)
     print(f"{len(rows)} evaluations, {total:.1f} s of evaluation wall time in all")
     for k, v in sorted(phases.items(), key=lambda kv: -kv[1]):
         print(f"  {k:16s} {v:8.1f} s  mean {v / max(len(rows), 1):6.2f} s  {100 * v / total if total else 0:5.1f}%")
     rest = total - sum(phases.values())
     print(f"  {'(outside phases)':16s} {rest:8.1f} s  mean {rest / max(len(rows), 1):6.2f} s  "
           f"{100 * rest / total if total else 0:5.1f}%")
-    if n_setup:
-        print(f"baseline set-up of the {n_setup} timed evaluations (seconds summed):")
-        for k, v in setup.items():
-            print(f"  {k:20s} {v:8.2f}")
+    for title, fact in (("baseline set-up", ("baseline_setup",)), ("timing set-up", ("timing_setup_s",)),
+                        ("decoy", ("decoy", "split_s"))):
+        n, split = summed(rows, *fact)
+        if n:
+            print(f"{title} of the {n} evaluations that have it (seconds summed):")
+            for k, v in split.items():
+                print(f"  {k:20s} {v:8.2f}")
 
 
 if __name__ == "__main__":
