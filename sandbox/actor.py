@@ -10,6 +10,7 @@ evaluations ever share a GPU. Every result says where it was produced: ``facts["
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Iterable, Iterator
@@ -203,12 +204,21 @@ class EvaluatorPool:
             while pending and idle:
                 a = idle.pop()
                 i, req = pending.pop(self._next_for(a, pending, home))
-                inflight[a.evaluate.remote(req.to_dict())] = (i, a)
+                inflight[a.evaluate.remote(self.hinted(req, pending).to_dict())] = (i, a)
             done, _ = ray.wait(list(inflight), num_returns=1)
             for ref in done:
                 i, a = inflight.pop(ref)
                 idle.append(a)
                 yield i, EvalResult.from_dict(ray.get(ref))
+
+    @staticmethod
+    def hinted(req: EvalRequest, pending: list) -> EvalRequest:
+        """``req`` with its ``next_problem`` hint (unless the caller set one): the problem first in line after it,
+        which an evaluator of one GPU gets next (with several, one of them does). Only what is prepared ahead
+        depends on it."""
+        if req.next_problem is not None or not pending:
+            return req
+        return dataclasses.replace(req, next_problem=pending[0][1].problem)
 
     @staticmethod
     def _next_for(a, pending: list, home: dict) -> int:

@@ -131,8 +131,11 @@ class Evaluation:
             self._dispose_executor(proc)
             if res.verdict != "pass":  # its decoy's build, if it has not started, goes: builders to the next ones
                 self._withdraw_decoy_build()
-            # cuda: this evaluation's baselines go; the next ones start, opened for this same problem
-            self.sup.baselines.done(like=(self.st, self.layout, self.official[0]) if self.req.measure_time else None)
+            # cuda: this evaluation's baselines go; the next ones start, opened for this same problem unless the
+            # request's hint names another (EvalRequest.next_problem)
+            same = self.req.next_problem in (None, self.problem.id)
+            self.sup.baselines.done(like=(self.st, self.layout, self.official[0])
+                                    if self.req.measure_time and same else None)
         res.facts["slots"] = len(self.layout.slots)
         self.phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in self.phases.items()}

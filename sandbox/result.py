@@ -29,6 +29,11 @@ class EvalRequest:
         share: an explicit share s in [0, 1] overriding the profile.
         fast_p: threshold p of the ``fast_p`` reward.
         measure_time: time the candidate (False: correctness and decoy checks only, speedup null).
+        next_problem: a hint, the problem of the request this evaluator will likely get next
+            (``EvaluatorPool.map`` sets it). It decides only what is prepared ahead of that request: a baseline
+            set opened for this same problem when the hint names it or is None, else imported baseline processes
+            started for whichever problem comes (a sweep of distinct problems opened and closed a set per
+            evaluation). Never a verdict, a timing or a reward.
     """
 
     problem: str
@@ -40,6 +45,7 @@ class EvalRequest:
     share: float | None = None
     fast_p: float = 1.0
     measure_time: bool = True
+    next_problem: str | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

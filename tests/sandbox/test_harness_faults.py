@@ -331,6 +331,34 @@ def test_baselines_opened_ahead_for_one_problem_go_when_another_problem_starts(c
         sup.close()
 
 
+def test_a_hint_naming_another_problem_opens_no_set_ahead_and_starts_the_imported_one(cache_dir):
+    """``EvalRequest.next_problem`` (set by ``EvaluatorPool.map``): when the next request is for another problem,
+    no baseline set is opened for this one (it would be built, warmed and closed unused); the processes imported
+    ahead are started instead, for whichever problem comes. A hint naming this problem opens the set ahead, as no
+    hint does. The verdict is the same either way."""
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, fresh_baselines=True, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, next_problem="kernelbench/level1/40"))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert sup.baselines._owner is None and not sup.baselines._leases
+        ahead = list(sup.baselines._ahead.values())
+        assert ahead and all(p.started and p.proc.poll() is None for p in ahead)
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, next_problem=PID))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert sup.baselines._owner == sup.baselines.AHEAD and sup.baselines._leases
+    finally:
+        sup.close()
+
+
+def test_the_pool_hints_the_problem_next_in_line():
+    from kbenv.sandbox.actor import EvaluatorPool
+    a, b = EvalRequest(problem=PID, candidate=GOOD), EvalRequest(problem="kernelbench/level1/40", candidate=GOOD)
+    assert EvaluatorPool.hinted(a, [(1, b)]).next_problem == "kernelbench/level1/40"
+    assert EvaluatorPool.hinted(a, []).next_problem is None  # the last one: no hint
+    own = EvalRequest(problem=PID, candidate=GOOD, next_problem=PID)
+    assert EvaluatorPool.hinted(own, [(1, b)]).next_problem == PID  # the caller's own hint stands
+
+
 def test_a_reserve_set_imported_during_an_evaluation_serves_the_next_problem(cache_dir):
     """With the reserve on (the cuda default), a set is imported behind the one the next evaluation may take: when
     the evaluation ends and that one is opened ahead for the same problem, the reserve moves up, so an evaluation
