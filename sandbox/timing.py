@@ -41,8 +41,8 @@ class TimingPlan:
     (1.63 ms) became the denominator: the candidate was paid 1.20x where the other four evaluations paid
     1.08-1.10x.
 
-    On cuda the fence's fixed cost is measured again in the first three rounds and then every ``calibrate_every``
-    rounds (the least figure is removed from every block): once a round, it took 2.1 s of the 37.1 s of timing of
+    On cuda the fence's fixed cost is measured again in the warm-up round and the first three counted rounds, then
+    every ``calibrate_every`` rounds (the least figure is removed from every block): once a round, it took 2.1 s of the 37.1 s of timing of
     16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not get.
 
     The interval rule applies from ``interval_min_rounds`` counted rounds on (six paired ratios, six blocks of each
