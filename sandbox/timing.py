@@ -42,8 +42,9 @@ class TimingPlan:
     1.08-1.10x.
 
     On cuda the fence's fixed cost is measured again in the warm-up round and the first three counted rounds, then
-    every ``calibrate_every`` rounds (the least figure is removed from every block): once a round, it took 2.1 s of the 37.1 s of timing of
-    16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not get.
+    every ``calibrate_every`` rounds (the least figure is removed from every block): once a round, it took 2.1 s of
+    the 37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did
+    not get.
 
     The interval rule applies from ``interval_min_rounds`` counted rounds on (six paired ratios, six blocks of each
     order per side), never sooner: its half-width comes from the paired ratios' interquartile range, and from the
