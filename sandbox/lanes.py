@@ -22,10 +22,10 @@ counts. What they agree on lives in three lock files per GPU (``flock``; a direc
 Order, so that no two lanes wait on each other: turnstile, candidates, gpu_turn, gpu. An evaluation starts by
 passing the turnstile, then takes ``candidates`` shared, passes ``gpu_turn`` and takes ``gpu`` shared; its timing
 phase gives ``gpu`` up, takes ``gpu_turn`` and waits for ``gpu`` exclusive (with its candidate held by the fence,
-its started spares paused and every process it disposed of reaped, so the lane is quiet while it waits), lets ``gpu_turn``
-go once it has ``gpu``, and takes ``gpu`` shared again when the phase ends; the evaluation gives both up when it
-ends. A lane judging alone takes turnstile, candidates and gpu exclusive, in that order, after giving up what it
-held.
+its started spares paused and every process it disposed of reaped, so the lane is quiet while it waits), lets
+``gpu_turn`` go once it has ``gpu``, and takes ``gpu`` shared again when the phase ends; the evaluation gives both
+up when it ends. A lane judging alone takes turnstile, candidates and gpu exclusive, in that order, after giving up
+what it held.
 
 Within one lane process the holds are counted (the evaluation and each reaper thread), and one ``flock`` per file
 stands for all of them. While the lane holds a file exclusive, its own shared holds are already covered and are

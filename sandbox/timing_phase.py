@@ -55,10 +55,10 @@ class TimingPhase:
             sup.fence.hold(self.lease.proc, 30.0)
         with setup("baseline_ready"):  # their contexts and models: nothing timed or timing-shaping, so this
             sup.baselines.ready(st, self.layout, owner=self.eval_id)  # overlaps the processes still dying
+        # every disposed executor has exited (a decoy's beside correctness, earlier evaluations'; cuda: a dying CUDA
+        # context must not share the GPU with the baselines' warm-up, where torch.compile autotunes, nor with timing)
         with setup("reap_executors"):
-            sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)  # every disposed executor has exited (a decoy's beside
-        # correctness, earlier evaluations'; cuda: a dying CUDA context must not share the GPU with the baselines'
-        # warm-up, where torch.compile autotunes, nor with timing)
+            sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)
         with setup("reap_baselines"):
             sup.baselines.join()  # and an earlier evaluation's baseline processes
         with setup("baseline_leases"):
