@@ -9,6 +9,15 @@
 #   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
 #   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
+# Still to run (issues 11 and 13, in this order; stops 40's two calls got no machine):
+#   TESTS_LIMIT=300 TRUSTED_LIMIT=150 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted
+#   TRUSTED_TAG=ls8 TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88 \
+#     TRUSTED_ARGS="--size largest --lend-share 8" bash benchmarks/gpu_run.sh trusted
+#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=2 bash benchmarks/gpu_run.sh prefetch rollout
+#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
+#     bash benchmarks/gpu_run.sh rollout
+#   REDTEAM_SHARDS="2/4 3/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
+#   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
