@@ -9,7 +9,7 @@
 #   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
 #   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
-# Still to run (issues 11 and 13, in this order; stops 40's two calls got no machine):
+# Still to run (issues 11 and 13, in this order; stop 40's calls got no machine):
 #   TESTS_LIMIT=300 TRUSTED_LIMIT=150 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted
 #   TRUSTED_TAG=ls8 TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88 \
 #     TRUSTED_ARGS="--size largest --lend-share 8" bash benchmarks/gpu_run.sh trusted
