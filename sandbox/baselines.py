@@ -346,6 +346,10 @@ class BaselineExecutors:
             return True
         return plan is not None and plan.room_bytes >= plan.baseline_bytes
 
+    def started(self) -> list:
+        """The processes of the current set (started: each may have GPU work of its own)."""
+        return [l.proc for l in self._leases.values() if l.proc.proc.poll() is None]
+
     def join(self) -> None:
         """Wait for processes being reaped (their device memory is back once this returns)."""
         for t in self._reapers:

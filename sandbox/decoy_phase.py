@@ -31,12 +31,19 @@ class DecoyPhase:
     def run(self, run: "DecoyRun | None" = None) -> dict:
         """The supervisor's own no-op rewrite of the source, run in a fresh executor on the official inputs
         (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
+        if run is None:  # on the evaluation's own thread
+            return self._run(None)
+        with self.ev.sup.working():  # a thread of the lane beside the evaluation's (kbenv.sandbox.preempt)
+            return self._run(run)
+
+    def _run(self, run: "DecoyRun | None") -> dict:
         ev = self.ev
         t0 = time.monotonic()
         source, kernels = decoy.noop_kernels(ev.req.candidate)  # made once already (run_phases): it can be made
         out = {"custom_kernels": kernels, "noop_correct": None, "beside": run is not None}
         split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:
+            ev.sup.checkpoint()
             with split("take_executor"):
                 # beside correctness it holds the plan's decoy room: processes still dying wait unless they fit
                 # the room beside it (ExecutorPool.take)
@@ -48,7 +55,7 @@ class DecoyPhase:
                     run.using(proc)
                     # the no-op rewrite's build, made ahead: waited for here only while the run still matters
                     until = time.monotonic() + ev.sup.limits["compile_s"]
-                    with split("build_wait"):  # (a fact: on the GPU's path once correctness has ended)
+                    with split("build_wait"), ev.sup.idle():  # (a fact: on the GPU's path once correctness ended)
                         while (ev.sup.builds is not None and ev.sup.builds.building(source)
                                and not run.abandoned and time.monotonic() < until):
                             time.sleep(0.05)
@@ -56,6 +63,7 @@ class DecoyPhase:
                         raise CandidateFault("crash", "the decoy run was abandoned")
                 lease = Lease(proc, ev.device, SlotLayout.build(ev.official[0], ev.st.out_specs, 1,
                                                                 lend_outputs=ev.device.type != "cuda"))
+                ev.sup.checkpoint()
                 with split("compile"):
                     ev.compile(lease, source, Deadline("decoy", ev.sup.limits["compile_s"]), phase=None)
 

@@ -112,6 +112,7 @@ class Evaluation:
         res.facts["timed_domain"] = self.timed_domain
         if self.timed_domain != "default":
             res.facts["timed_domain_tolerance"] = self.timed_contract.facts()
+        self.sup.checkpoint()  # (each checkpoint: where another lane's timing phase may have the GPU meanwhile)
         t0 = time.monotonic()
         try:
             proc = self.sup.pool.take()
@@ -152,7 +153,9 @@ class Evaluation:
         self.decoy_source = noop if kernels else None
         if self.sup.builds is not None and self.decoy_source:  # it builds while the candidate compiles and runs
             self.sup.builds.submit(self.decoy_source)
+        self.sup.checkpoint()
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
+        self.sup.checkpoint()
         res.facts["prebuilt"] = self.prebuilt
         res.facts["build_wait_s"] = round(self.build_wait_s, 3)
         res.facts["builders"] = self.sup.builds.workers if self.sup.builds is not None else 0
@@ -177,7 +180,9 @@ class Evaluation:
             beside.abandon()
             raise
         finally:
-            beside.join()
+            with self.sup.idle():  # (another thread of the lane: idle counts as parked, see kbenv.sandbox.preempt)
+                beside.join()
+        self.sup.checkpoint()
         timing = self.timing(res) if self.req.measure_time else None
         if dec is None:
             # Where it could not run beside correctness it runs now, after the timing phase, alone: never in or
@@ -210,7 +215,8 @@ class Evaluation:
     def _decoy_beside(self, beside: "DecoyRun") -> dict:
         """The decoy run beside correctness, once correctness passed: its result (waited for here, on the path)."""
         t0 = time.monotonic()
-        dec = beside.result()
+        with self.sup.idle():
+            dec = beside.result()
         if dec.get("noop_failure"):
             # The no-op run failed beside correctness. A failure decides the decoy check, so it must not be one
             # that running beside could cause (memory, time, the GPU shared): the run is made again, after
@@ -284,6 +290,7 @@ class Evaluation:
         mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate.
         ``split``: where the block's time goes (a fact)."""
         split = split or PhaseSplit()
+        self.sup.checkpoint()
         with split("inputs"):
             for k, (domain, seed, pattern) in enumerate(block):
                 lease.write_inputs(k, self._trial_inputs(domain, seed))
@@ -303,6 +310,7 @@ class Evaluation:
                 self._judge_block(lease, block, dones, judge)
         finally:
             self.sup.transient_lock.release()
+        self.sup.checkpoint()
 
     def _judge_block(self, lease: Lease, block: list, dones: list, judge) -> None:
         try:

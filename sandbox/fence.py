@@ -66,6 +66,10 @@ class StopFence:
     def release(self, p: ExecutorProcess) -> None:
         ExecutorProcess.resume(self._held.pop(id(p), []))
 
+    def holds(self, p: ExecutorProcess) -> bool:
+        """Whether ``p`` is held now (by :meth:`hold`, not yet released)."""
+        return id(p) in self._held
+
 
 OS_CALL_FAILED = 304  # CUDA_ERROR_OPERATING_SYSTEM
 

@@ -88,6 +88,10 @@ class Lanes:
         self._files = {name: _File(d / f"{name}.lock") for name in FILES}
         self._mu = threading.Lock()  # counts and flocks of this process: one change at a time
         self.alone_runs = 0  # evaluations judged again alone (a fact)
+        # a second descriptor of gpu_turn, only to see whether a lane holds it exclusive (waits to time): flock
+        # treats it as another holder, so a probe through it never converts this lane's own lock
+        self._probe = os.open(d / "gpu_turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._timing = False  # this lane gave its shared hold up to time (or judges alone): it never gives way then
 
     # ------------------------------------------------------------------------------------- shared holds
     def _acquire_shared(self, name: str) -> None:
@@ -143,6 +147,49 @@ class Lanes:
         finally:
             self._release_shared("candidates")
 
+    # ------------------------------------------------------------------------------------- giving way
+    def wanted(self) -> bool:
+        """Whether a lane waits for the GPU alone to time (holds ``gpu_turn`` exclusive): seen through the probe
+        descriptor, without waiting. False while this lane itself times or judges alone."""
+        if self._timing:
+            return False
+        try:
+            fcntl.flock(self._probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._probe, fcntl.LOCK_UN)
+        return False
+
+    def in_evaluation(self) -> bool:
+        """Whether this lane holds the GPU shared for an evaluation (not timing, not alone)."""
+        g = self._files["gpu"]
+        return not self._timing and not g.exclusive and g.shared >= 1
+
+    def may_give_way(self) -> bool:
+        """Whether this lane holds the GPU shared for an evaluation and for nothing else (no process of it still
+        being reaped, not timing, not alone): only then can it let the GPU go for another lane's timing phase."""
+        g = self._files["gpu"]
+        with self._mu:
+            return not self._timing and not g.exclusive and g.shared == 1
+
+    @contextlib.contextmanager
+    def giving_way(self):
+        """The evaluation's shared hold of ``gpu`` let go, so that a lane waiting to time gets the GPU alone, then
+        taken again (through ``gpu_turn``, behind every lane that waits to time) before the block's end. Called
+        with the lane quiet (``kbenv.sandbox.preempt``): nothing of it runs on the GPU until then."""
+        g = self._files["gpu"]
+        with self._mu:
+            if self._timing or g.exclusive or g.shared != 1:
+                raise RuntimeError(f"lanes: giving way needs the evaluation's one shared hold of the GPU, but it holds "
+                                   f"{'exclusive' if g.exclusive else g.shared}")
+            g.shared = 0
+            g._flock(fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            self._pass("gpu_turn")
+            self._acquire_shared("gpu")
+
     # -------------------------------------------------------------------------------------- exclusive
     @contextlib.contextmanager
     def timing(self):
@@ -159,6 +206,7 @@ class Lanes:
                                    "holds of the GPU (a process still being reaped)")
             g.shared = 0
             g._flock(fcntl.LOCK_UN)
+            self._timing = True
         try:
             turn = self._files["gpu_turn"]
             turn._flock(fcntl.LOCK_EX)  # the next to time: new shared holds of other lanes wait behind this turn
@@ -173,6 +221,7 @@ class Lanes:
                 g.exclusive = False
                 g._flock(fcntl.LOCK_SH)  # a conversion: other lanes waiting for it exclusive wait on
                 g.shared = 1
+                self._timing = False
 
     @contextlib.contextmanager
     def alone(self):
@@ -182,6 +231,7 @@ class Lanes:
         if held:
             raise RuntimeError(f"lanes: judging alone needs the lane quiet, but it holds {held}")
         taken = []
+        self._timing = True
         try:
             for name in ALONE:  # the module's order: turnstile, candidates, gpu
                 f = self._files[name]
@@ -198,6 +248,7 @@ class Lanes:
                         f._flock(fcntl.LOCK_UN)
                     else:  # holds of this lane's reapers outlive the run: shared now
                         f._flock(fcntl.LOCK_SH)
+            self._timing = False
 
     def held(self) -> dict:
         """What this lane holds now (for tests and facts)."""
@@ -207,6 +258,7 @@ class Lanes:
     def close(self) -> None:
         for f in self._files.values():
             f.close()
+        os.close(self._probe)
 
 
 class Hold:

@@ -54,6 +54,7 @@ class ExecutorPool:
         self.room_bytes = 0  # what the current plan leaves free beside everything it holds (set_room)
         self.executor_bytes = 0  # what one executor of the current plan may hold (its cap and its context)
         self._errors: list[BaseException] = []
+        self.taken: list[process.ExecutorProcess] = []  # executors taken and not yet disposed (a candidate's)
         self.refill(start=getattr(sup, "lanes", None) is None)  # lanes: started by the first evaluation
 
     def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
@@ -114,6 +115,7 @@ class ExecutorPool:
                     # alive): judged as any OOM of the trusted side (Evaluation.run: Supervisor.oom_verdict)
                     raise torch.OutOfMemoryError(f"a clean executor could not start: {e}") from None
                 raise HarnessError(str(e)) from e
+        self.taken.append(p)
         return p
 
     def settle(self) -> None:
@@ -148,6 +150,8 @@ class ExecutorPool:
         its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
         when its decoy executor is disposed)."""
         p.signal_kill()
+        if p in self.taken:
+            self.taken.remove(p)
         lanes = getattr(self.sup, "lanes", None)
         # lanes: spares start only at an evaluation's beginning (Supervisor.evaluate), so that they are ready
         # before the lane lets the GPU go; the dying process keeps the lane's shared holds until it is gone
@@ -168,6 +172,12 @@ class ExecutorPool:
         # what stays held until it is reaped: the executor's memory, and the lent region its lease owns
         lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
         self._reapers.append((t, lease, self.executor_bytes + lent))
+
+    def wait_reaped(self) -> None:
+        """Wait for the executors being reaped, touching nothing else (another thread's; :meth:`join` finishes
+        them, on the supervisor's thread, and raises what a reaping raised)."""
+        for t, _, _ in list(self._reapers):
+            t.join()
 
     def join(self, wait: bool = True) -> None:
         """Finish reaping disposed executors: all of them (``wait``), or those already gone. A reaping that
@@ -297,6 +307,14 @@ class Supervisor:
                        if sandbox == "bwrap" and n_builders != 0 else None)
         n_spares = spares if spares is not None else memplan.default_spares(self.device.type)
         self.pool = ExecutorPool(self, max(int(n_spares), 1) if keep_spare else 0)
+        # lanes: this lane gives way to another's timing phase at its threads' checkpoints (kbenv.sandbox.preempt);
+        # KBENV_LANE_PREEMPT=0 keeps every evaluation's shared hold of the GPU to its end, as before. Not with the
+        # idle-probe fence (drivers without the process lock): it waits for the whole GPU, another lane's work too
+        self.yielder = None
+        if (self.lanes is not None and os.environ.get("KBENV_LANE_PREEMPT", "1") != "0"
+                and self.fence.kind != "idle_probe"):
+            from kbenv.sandbox.preempt import Yielder, quiet_lane
+            self.yielder = Yielder(self.lanes, lambda: quiet_lane(self))
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:
@@ -314,15 +332,20 @@ class Supervisor:
         # sharing could have caused, and a harness fault (the trusted side out of memory that another lane's
         # candidate may hold), are judged again with this lane alone on the GPU, and that judgment counts.
         shared = None
+        y = self.yielder
+        before = y.facts() if y is not None else {}
         try:
             with self.lanes.evaluation():
                 try:
                     self.pool.refill(start=True)
-                    res = self._evaluate(req)
+                    with self.working():
+                        res = self._evaluate(req)
                 finally:
                     self.pool.settle()
             if not sharing_could_cause(res):
                 res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": False}
+                if y is not None:  # how often this evaluation gave the GPU way to another lane's timing phase
+                    res.facts["lanes"].update({k: round(v - before[k], 3) for k, v in y.facts().items()})
                 return res
             shared = f"{res.verdict}: {res.category}: {res.reason}"[:300]
         except HarnessError as e:
@@ -335,6 +358,20 @@ class Supervisor:
             self.pool.settle()
         res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": True, "shared_result": shared}
         return res
+
+    # ---------------------------------------------------------------- giving way to another lane's timing phase
+    def checkpoint(self) -> None:
+        """A point where the calling thread has no GPU work of its own queued (kbenv.sandbox.preempt)."""
+        if self.yielder is not None:
+            self.yielder.checkpoint()
+
+    def working(self):
+        """The calling thread uses the GPU for this lane until the block ends (kbenv.sandbox.preempt)."""
+        return self.yielder.working() if self.yielder is not None else contextlib.nullcontext()
+
+    def idle(self):
+        """The calling thread waits for another thread of this lane (kbenv.sandbox.preempt)."""
+        return self.yielder.idle() if self.yielder is not None else contextlib.nullcontext()
 
     def _evaluate(self, req: EvalRequest) -> EvalResult:
         try:
@@ -402,6 +439,8 @@ class Supervisor:
             process.await_ready(p, self.limits["spawn_s"])
 
     def close(self) -> None:
+        if self.yielder is not None:
+            self.yielder.close()
         self.side.shutdown(wait=True)
         self.pool.close()
         self.baselines.close()

@@ -1,0 +1,185 @@
+"""Giving way: a lane lets another lane's timing phase have the GPU without waiting for its evaluation to end.
+
+Without this, a lane waiting to time (``Lanes.timing``) waits until every other lane's evaluation has ended, since
+each holds the GPU shared from its start to its end: on an H100 with three lanes that wait was 1-16 s per
+evaluation, most of each evaluation's wall time (stop 39), and lanes barely beat one lane. Here each lane watches for
+a lane waiting to time (``Lanes.wanted``) and, when one does, gives way at the next point where everything of it is
+quiet, for as long as that timing phase lasts:
+
+1. **Park.** Every thread of the lane that uses the GPU (the evaluation's, and the decoy's beside it) is registered
+   (:meth:`Yielder.working`); each parks at its next checkpoint (:meth:`Yielder.checkpoint`: between correctness
+   blocks, before a compile, between phases), where it has no work of its own queued on the GPU. A thread waiting for
+   another thread of the lane (:meth:`Yielder.idle`) counts as parked. If they have not all parked within
+   ``park_s`` (a compile, a long block), the attempt is given up and made again later: the other lane then waits as
+   it did before, never longer.
+2. **Quiet.** The supervisor's ``quiet()`` makes every process of the lane quiet: processes being reaped are waited
+   for (a dying context may still run kernels), started spares settle and are paused, and every live executor of
+   the lane (the candidate's, the decoy's, the baselines') is held by the fence, which waits for the GPU work it
+   submitted. A fence that cannot hold a candidate's process is that candidate's timeout, which sharing can cause
+   and so is judged again alone (``lanes.sharing_could_cause``); the attempt is given up, and nothing else changes.
+3. **Give way.** The evaluation's shared hold of the GPU is let go (``Lanes.giving_way``) and taken again behind
+   every lane that waits to time; then the processes are resumed and the threads go on.
+
+Nothing here decides a verdict: it only changes when a lane's untimed work runs. What could change is a deadline: a
+lane that gives way pauses for the other lane's timing phase (seconds) inside its own phase's deadline (minutes);
+a timeout that results is one sharing can cause, judged again alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable
+
+
+class Yielder:
+    """One lane's giving way (see the module's docstring). ``quiet()`` makes the lane's processes quiet and returns
+    the function that lets them go on; it raises if it cannot (the attempt is then given up)."""
+
+    def __init__(self, lanes, quiet: Callable[[], Callable[[], None]], poll_s: float = 0.01, park_s: float = 2.0,
+                 retry_s: float = 0.25):
+        self.lanes, self.quiet = lanes, quiet
+        self.poll_s, self.park_s, self.retry_s = poll_s, park_s, retry_s
+        self._cv = threading.Condition()
+        self._working = 0  # registered threads
+        self._parked = 0  # of them, parked at a checkpoint or idle
+        self._closing = False  # an attempt to give way is on: threads park at their checkpoints
+        self.gave_way = 0  # times this lane let the GPU go (facts)
+        self.gave_way_s = 0.0
+        self.given_up = 0  # attempts given up (threads did not park in time, or the lane could not be made quiet)
+        self.last_error = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kbenv-lane-yielder", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------------ the lane's threads
+    @contextlib.contextmanager
+    def working(self):
+        """A thread of the lane that uses the GPU, from here to the block's end (it enters at a checkpoint)."""
+        with self._cv:
+            self._working += 1
+            self._wait_open()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._working -= 1
+                self._cv.notify_all()
+
+    def checkpoint(self) -> None:
+        """A point where the calling thread has no GPU work of its own queued: it parks here while the lane gives
+        way. Free when nobody waits to time."""
+        if not self._closing:
+            return
+        with self._cv:
+            self._wait_open()
+
+    @contextlib.contextmanager
+    def idle(self):
+        """The calling thread waits with no GPU work of its own (for another thread of the lane, or a build): it
+        counts as parked; on leaving it parks if the lane is giving way."""
+        with self._cv:
+            self._parked += 1
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._parked -= 1
+                self._wait_open()
+
+    def _wait_open(self) -> None:
+        """(With the condition held.) Parked until no attempt to give way is on."""
+        while self._closing:
+            self._parked += 1
+            self._cv.notify_all()
+            try:
+                self._cv.wait()
+            finally:
+                self._parked -= 1
+
+    # -------------------------------------------------------------------------------------------- watching
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            if self._working and self.lanes.in_evaluation() and self.lanes.wanted():
+                if not self.give_way():
+                    self._stop.wait(self.retry_s)
+
+    def give_way(self) -> bool:
+        """One attempt (the watcher's; tests call it too): park, quiet, let the GPU go and take it again."""
+        t0 = time.monotonic()
+        with self._cv:
+            self._closing = True
+            parked = self._cv.wait_for(lambda: self._parked >= self._working, timeout=self.park_s)
+        try:
+            if not parked:
+                self.given_up += 1
+                self.last_error = f"the lane's threads did not park within {self.park_s} s"
+                return False
+            if not self.lanes.in_evaluation():  # the evaluation ended, or this lane went to time, meanwhile
+                self.given_up += 1
+                self.last_error = "the evaluation was no longer sharing the GPU"
+                return False
+            try:
+                resume = self.quiet()
+            except Exception as e:  # noqa: BLE001 - the attempt is given up; what failed shows in the evaluation
+                self.given_up += 1
+                self.last_error = f"{type(e).__name__}: {e}"[:300]
+                return False
+            try:
+                if not self.lanes.may_give_way():  # a dying process of the lane still holds the GPU shared
+                    self.given_up += 1
+                    self.last_error = "a process of the lane was still being reaped"
+                    return False
+                with self.lanes.giving_way():
+                    self.gave_way += 1
+                    # the other lane takes the GPU alone now; giving_way's end waits until it has timed
+            finally:
+                resume()
+            self.gave_way_s += time.monotonic() - t0
+            return True
+        finally:
+            with self._cv:
+                self._closing = False
+                self._cv.notify_all()
+
+    def facts(self) -> dict:
+        return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+
+def quiet_lane(sup, fence_s: float = 10.0) -> Callable[[], None]:
+    """Step 2 of the module's docstring, for the supervisor ``sup`` of a lane whose threads are parked: every process
+    of it quiet, and its own context's work done. Returns what lets them go on (it raises, with everything it
+    held let go, where it cannot)."""
+    held: list = []
+    paused: list[int] = []
+
+    def resume() -> None:
+        for p in held:
+            sup.fence.release(p)
+        sup.pool.resume_spares(paused)
+
+    try:
+        sup.pool.wait_reaped()  # a dying context may still run kernels: its hold of the GPU goes with it
+        sup.baselines.wait_reaped()
+        sup.pool.settle()  # no spare still creating its context
+        paused.extend(sup.pool.pause_spares())
+        for p in [*sup.pool.taken, *sup.baselines.started()]:
+            if not sup.fence.holds(p):
+                sup.fence.hold(p, fence_s)  # returns once the GPU work it submitted has ended
+                held.append(p)
+        if sup.device.type == "cuda":
+            import torch
+            torch.cuda.synchronize(sup.device)  # the supervisor's own work (its judging, its references)
+    except BaseException:
+        resume()
+        raise
+    return resume
+
+
+__all__ = ["Yielder", "quiet_lane"]

@@ -1,0 +1,228 @@
+"""Giving way (``kbenv.sandbox.preempt``): a lane lets another lane's timing phase have the GPU at its threads'
+checkpoints instead of at its evaluation's end. What must hold: while the other lane times, every registered thread
+of the giving lane is parked and its processes are quiet (``quiet()`` ran and its resume has not); a thread that
+does not reach a checkpoint keeps the GPU as before (the attempt is given up, never forced); a lane that cannot be
+made quiet keeps it too; a thread waiting on another thread of the lane counts as parked; and on two CPU
+supervisors sharing a device, the waiting lane's timing phase starts long before the other's evaluation ends, and
+both honest candidates pass."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kbenv.sandbox.lanes import Lanes
+from kbenv.sandbox.preempt import Yielder
+
+WAIT = 5.0
+
+
+def _lanes(tmp_path):
+    return Lanes("test-gpu", 2, directory=tmp_path), Lanes("test-gpu", 2, directory=tmp_path)
+
+
+class _Quiet:
+    """A stand-in for ``quiet_lane``: records when the lane was quiet, and can refuse."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.quiet, self.spans = fail, False, []
+
+    def __call__(self):
+        if self.fail:
+            raise RuntimeError("a candidate's process could not be held")
+        self.quiet, t0 = True, time.monotonic()
+
+        def resume():
+            self.quiet = False
+            self.spans.append((t0, time.monotonic()))
+        return resume
+
+
+def _timer(lane, log):
+    """The other lane: an evaluation whose timing phase logs when it has the GPU and checks what it finds."""
+    def run(entered):
+        with lane.evaluation():
+            entered.set()
+            with lane.timing():
+                log.append(("timing", time.monotonic()))
+                time.sleep(0.3)
+                log.append(("timed", time.monotonic()))
+    return run
+
+
+def _thread(fn, *args):
+    t = threading.Thread(target=fn, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_lane_gives_way_at_a_checkpoint_and_goes_on_after_the_others_timing(tmp_path):
+    a, b = _lanes(tmp_path)
+    quiet = _Quiet()
+    y = Yielder(b, quiet, park_s=2.0)
+    log, stop = [], threading.Event()
+    in_b = threading.Event()
+    seen_while_timing = []
+
+    def b_work():  # b's evaluation: work between checkpoints until told to stop
+        with b.evaluation(), y.working():
+            in_b.set()
+            while not stop.is_set():
+                y.checkpoint()
+                log.append(("b_work", time.monotonic()))
+                time.sleep(0.01)
+    tb = _thread(b_work)
+    assert in_b.wait(WAIT)
+    entered = threading.Event()
+    ta = _thread(_timer(a, log), entered)
+    deadline = time.monotonic() + WAIT
+    while not any(e == "timed" for e, _ in log) and time.monotonic() < deadline:
+        if any(e == "timing" for e, _ in log) and not any(e == "timed" for e, _ in log):
+            seen_while_timing.append(quiet.quiet)
+        time.sleep(0.02)
+    ta.join(WAIT)
+    assert not ta.is_alive() and any(e == "timed" for e, _ in log), "the waiting lane never timed"
+    t_on = next(t for e, t in log if e == "timing")
+    t_off = next(t for e, t in log if e == "timed")
+    # b did nothing while a timed, and was quiet the whole time
+    assert not [t for e, t in log if e == "b_work" and t_on < t < t_off]
+    assert seen_while_timing and all(seen_while_timing)
+    assert y.gave_way == 1 and quiet.spans and quiet.spans[0][1] >= t_off
+    time.sleep(0.1)
+    assert [t for e, t in log if e == "b_work" and t > t_off], "b did not go on after the timing phase"
+    assert b.held()["gpu"] == 1  # its evaluation's shared hold, taken again
+    stop.set()
+    tb.join(WAIT)
+    y.close()
+
+
+def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evaluation_ends(tmp_path):
+    a, b = _lanes(tmp_path)
+    quiet = _Quiet()
+    y = Yielder(b, quiet, park_s=0.3, retry_s=0.05)
+    in_b, release = threading.Event(), threading.Event()
+
+    def b_busy():  # a long step with no checkpoint (a compile, a long block)
+        with b.evaluation(), y.working():
+            in_b.set()
+            release.wait(WAIT)
+    tb = _thread(b_busy)
+    assert in_b.wait(WAIT)
+    log, entered = [], threading.Event()
+    ta = _thread(_timer(a, log), entered)
+    time.sleep(1.0)
+    assert not log and y.gave_way == 0 and y.given_up >= 1 and not quiet.spans  # never forced
+    release.set()
+    tb.join(WAIT)
+    ta.join(WAIT)
+    assert [e for e, _ in log] == ["timing", "timed"]
+    y.close()
+
+
+def test_a_lane_that_cannot_be_made_quiet_keeps_the_gpu(tmp_path):
+    a, b = _lanes(tmp_path)
+    y = Yielder(b, _Quiet(fail=True), park_s=0.5, retry_s=0.05)
+    in_b, stop = threading.Event(), threading.Event()
+
+    def b_work():
+        with b.evaluation(), y.working():
+            in_b.set()
+            while not stop.is_set():
+                y.checkpoint()
+                time.sleep(0.01)
+    tb = _thread(b_work)
+    assert in_b.wait(WAIT)
+    log, entered = [], threading.Event()
+    ta = _thread(_timer(a, log), entered)
+    time.sleep(0.6)
+    assert not log and y.gave_way == 0 and "could not be held" in y.last_error
+    stop.set()
+    tb.join(WAIT)
+    ta.join(WAIT)
+    assert [e for e, _ in log] == ["timing", "timed"] and b.held()["gpu"] == 0
+    y.close()
+
+
+def test_a_thread_waiting_on_another_thread_of_the_lane_counts_as_parked(tmp_path):
+    """The evaluation's thread waits for the decoy's (``Yielder.idle``) while the decoy's thread parks: the lane
+    gives way; without ``idle`` neither would park and the attempt would be given up."""
+    a, b = _lanes(tmp_path)
+    y = Yielder(b, _Quiet(), park_s=2.0)
+    side_done, in_b, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def side():
+        with y.working():
+            while not stop.is_set():
+                y.checkpoint()
+                time.sleep(0.01)
+        side_done.set()
+
+    def main():
+        with b.evaluation(), y.working():
+            _thread(side)
+            in_b.set()
+            with y.idle():
+                side_done.wait(WAIT * 2)
+    tb = _thread(main)
+    assert in_b.wait(WAIT)
+    log, entered = [], threading.Event()
+    ta = _thread(_timer(a, log), entered)
+    ta.join(WAIT)
+    assert [e for e, _ in log] == ["timing", "timed"] and y.gave_way == 1
+    stop.set()
+    tb.join(WAIT)
+    y.close()
+
+
+def test_a_lane_does_not_give_way_to_its_own_timing_phase_or_while_a_process_of_it_is_dying(tmp_path):
+    a, _ = _lanes(tmp_path)
+    with a.evaluation():
+        assert a.in_evaluation() and a.may_give_way() and not a.wanted()
+        with a.timing():  # it waits for the GPU alone through gpu_turn: not another lane's wish
+            assert not a.wanted() and not a.in_evaluation() and not a.may_give_way()
+        assert a.may_give_way()
+        h = a.hold(gpu=True)  # a dying process of the lane (a dying context may still run kernels)
+        assert a.in_evaluation() and not a.may_give_way()
+        with pytest.raises(RuntimeError):
+            with a.giving_way():
+                pass
+        h.release()
+    assert not a.in_evaluation()
+
+
+def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
+    """Two supervisors as lanes of one device (the CPU: the same locks and the same giving way). Lane b evaluates a
+    candidate whose calls are slow (0.8 s each), so its evaluation lasts seconds; lane a evaluates an honest ReLU
+    started just after. a's timing phase starts while b is still in correctness (b gives way at a checkpoint) and
+    both pass."""
+    import uuid
+
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from test_faults import GOOD, PID, with_forward
+    key = f"test-{uuid.uuid4().hex[:8]}"
+    limits = {"compile_s": 60, "spawn_s": 60, "trial_s": 60, "timing_s": 120}
+    sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    slow = with_forward("import time; time.sleep(0.8)\n")
+    try:
+        out = {}
+        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow, size="small"))))
+        deadline = time.monotonic() + 60
+        while not sb.pool.taken and time.monotonic() < deadline:  # b's candidate has its executor
+            time.sleep(0.05)
+        ra = sa.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        tb.join(120)
+        rb = out["b"]
+        assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
+        assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
+        assert rb.facts["lanes"]["alone"] is False and rb.facts["lanes"]["gave_way"] >= 1, rb.facts["lanes"]
+        # a's wait for the GPU alone was shorter than b's correctness alone (about 5 s: six calls of 0.8 s), which
+        # it would have waited out (b lets the GPU go only when it times, without giving way)
+        assert ra.facts["timing_setup_s"]["lane_wait"] < rb.phase_seconds["correctness"] / 2, (
+            ra.facts["timing_setup_s"], rb.phase_seconds)
+    finally:
+        sa.close()
+        sb.close()
