@@ -33,6 +33,10 @@ counted only: a reaper of the lane judging alone never waits on its own lane.
 
 A lane's own processes run nothing on the GPU while it holds nothing: spares start only while it holds ``gpu``
 (``ExecutorPool``) and are ready before it lets go, and a lane opens no baseline set ahead of its next evaluation.
+
+Giving way (``kbenv.sandbox.preempt``): a lane whose evaluation holds ``gpu`` shared sees another lane waiting to time
+(``gpu_turn`` held exclusive: :meth:`Lanes.wanted`, through a second descriptor), makes itself quiet, and lets its
+shared hold go for that timing phase (:meth:`Lanes.giving_way`), taking it again through ``gpu_turn``.
 """
 
 from __future__ import annotations
