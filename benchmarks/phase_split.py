@@ -7,7 +7,9 @@ timing), its total and mean seconds and its share of the evaluations' summed wal
 facts, each summed over the records that have it: the baseline set-up's (``facts.baseline_setup``: waiting for the
 processes, their builds and warm-ups, the fence calibration), the timing phase's set-up (``facts.timing_setup_s``:
 the baselines started, the disposed processes reaped, the warm-up, another lane's timing waited for) and the
-decoy's (``facts.decoy.split_s``: its executor, its build, its call and judging).
+decoy's (``facts.decoy.split_s``: its executor, its build, its call and judging); with lanes, how often and how long
+the evaluations gave the GPU way to another lane's timing phase (``facts.lanes``: ``gave_way``, ``gave_way_s``,
+``given_up``, and ``alone (count)``, the results judged again alone).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def main(path: str) -> None:
     print(f"  {'(outside phases)':16s} {rest:8.1f} s  mean {rest / max(len(rows), 1):6.2f} s  "
           f"{100 * rest / total if total else 0:5.1f}%")
     for title, fact in (("baseline set-up", ("baseline_setup",)), ("timing set-up", ("timing_setup_s",)),
-                        ("decoy", ("decoy", "split_s"))):
+                        ("decoy", ("decoy", "split_s")), ("lanes", ("lanes",))):
         n, split = summed(rows, *fact)
         if n:
             print(f"{title} of the {n} evaluations that have it (seconds summed):")
