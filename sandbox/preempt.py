@@ -152,10 +152,12 @@ class Yielder:
         self._thread.join(5.0)
 
 
-def quiet_lane(sup, fence_s: float = 10.0) -> Callable[[], None]:
+def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0) -> Callable[[], None]:
     """Step 2 of the module's docstring, for the supervisor ``sup`` of a lane whose threads are parked: every process
     of it quiet, and its own context's work done. Returns what lets them go on (it raises, with everything it
-    held let go, where it cannot)."""
+    held let go, where it cannot). A fence that does not hold in time kills the process (``ProcessLockFence``):
+    a candidate's gets ``fence_s`` (its queued work is a few calls of milliseconds), a baseline's a minute, so
+    that no trusted process is lost to a candidate that slows the GPU (a lost one would be a harness fault)."""
     held: list = []
     paused: list[int] = []
 
@@ -171,8 +173,8 @@ def quiet_lane(sup, fence_s: float = 10.0) -> Callable[[], None]:
         paused.extend(sup.pool.pause_spares())
         for p in [*sup.pool.taken, *sup.baselines.started()]:
             if not sup.fence.holds(p):
-                sup.fence.hold(p, fence_s)  # returns once the GPU work it submitted has ended
-                held.append(p)
+                held.append(p)  # (released by resume() even where the hold raised: a partial stop is undone)
+                sup.fence.hold(p, trusted_fence_s if p.trusted else fence_s)  # once its submitted GPU work ended
         if sup.device.type == "cuda":
             import torch
             torch.cuda.synchronize(sup.device)  # the supervisor's own work (its judging, its references)
