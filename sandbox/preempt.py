@@ -64,6 +64,9 @@ class Yielder:
             yield
         finally:
             with self._cv:
+                # a thread that leaves while the lane gives way waits, parked, until it has: after this block the
+                # evaluation lets its holds go and starts spares, which must not happen while the lane gives way
+                self._wait_open()
                 self._working -= 1
                 self._cv.notify_all()
 
@@ -112,10 +115,13 @@ class Yielder:
         with self._cv:
             self._closing = True
             parked = self._cv.wait_for(lambda: self._parked >= self._working, timeout=self.park_s)
+            # no registered thread: the evaluation is starting or has ended, outside what giving way covers
+            parked = parked and self._working > 0
         try:
             if not parked:
                 self.given_up += 1
-                self.last_error = f"the lane's threads did not park within {self.park_s} s"
+                self.last_error = (f"the lane's threads did not park within {self.park_s} s" if self._working
+                                   else "no evaluation thread was working")
                 return False
             if not self.lanes.in_evaluation():  # the evaluation ended, or this lane went to time, meanwhile
                 self.given_up += 1

@@ -121,6 +121,30 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     y.close()
 
 
+def test_a_thread_leaving_its_work_while_the_lane_gives_way_waits_until_it_has(tmp_path):
+    """The evaluation's thread reaches its block's end (its evaluation then lets its holds go and starts spares)
+    while the lane is about to give way: it waits there, parked, and leaves only after the other lane timed."""
+    a, b = _lanes(tmp_path)
+    y = Yielder(b, _Quiet(), park_s=2.0)
+    in_b, log = threading.Event(), []
+
+    def b_work():
+        with b.evaluation():
+            with y.working():
+                in_b.set()
+                time.sleep(0.5)  # work with no checkpoint, then the block's end
+            log.append(("b_left", time.monotonic()))
+    tb = _thread(b_work)
+    assert in_b.wait(WAIT)
+    ta = _thread(_timer(a, log), threading.Event())
+    ta.join(WAIT)
+    tb.join(WAIT)
+    events = [e for e, _ in log]
+    assert events == ["timing", "timed", "b_left"] and y.gave_way == 1, (events, y.last_error)
+    assert b.held()["gpu"] == 0  # its evaluation's hold, taken again and then let go at its end
+    y.close()
+
+
 def test_a_lane_that_cannot_be_made_quiet_keeps_the_gpu(tmp_path):
     a, b = _lanes(tmp_path)
     y = Yielder(b, _Quiet(fail=True), park_s=0.5, retry_s=0.05)
