@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--timing-budget", type=float, default=0.0,
                     help="seconds of paired timing per evaluation (default: the device's own, 3 s on cuda)")
     ap.add_argument("--lend-share", type=int, default=0,
-                    help="lend each executor 1/N of the device budget (KBENV_LEND_SHARE; default the plan's 32): "
+                    help="lend each executor 1/N of the device budget (KBENV_LEND_SHARE; default the plan's 8, 32 until stop 41): "
                          "more slots, so more calls per timed block")
     ap.add_argument("--lane-key", default=None, help=argparse.SUPPRESS)  # the other lane's: the bench's device
     ap.add_argument("--load-until", default=None, help=argparse.SUPPRESS)  # the other lane runs until this file exists

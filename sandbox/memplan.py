@@ -69,15 +69,22 @@ MIN_SLOTS = 2
 MAX_SLOTS = 32
 LEND_BYTES = 1 << 30  # cuda: the least lent per executor (the supervisor evicts the L2 before each block)
 MAX_LEND_BYTES = 8 << 30  # cuda: the most lent per executor
-LEND_SHARE = 32  # cuda: an executor is lent up to 1/32 of the device budget, between the two above
+# cuda: an executor is lent up to 1/8 of the device budget, between the two above, where the plan has room for it;
+# otherwise 1/32 (LEND_SHARE_TIGHT, the only share until stop 41; see plan()). On an H100, five evaluations each, one
+# lane, 1/8 took 23 at medium from CV 2.23% (4.67 s median wall) to 1.04% (4.08 s) and 88 at full from 3.06% (5.39 s)
+# to 0.94% (4.24 s): a block of more calls (5 slots instead of 2 for 23) spreads its fixed costs
+# (docs/results/h100-stop41.txt). On H100 and H200 budgets, one to three lanes, every one of the 112 problems keeps
+# its largest fitting size and its decoy placement with 1/8; on budgets of 16-26 GiB some fit a size or keep the
+# decoy's room only with 1/32, and keep 1/32 (tests/sandbox/test_memplan.py).
+LEND_SHARE = 8
+LEND_SHARE_TIGHT = 32
 
 
 def lend_share() -> int:
     """The share of the device budget an executor is lent, as a divisor: ``LEND_SHARE``, or ``KBENV_LEND_SHARE``
     where set. The variable is a measuring knob (``benchmarks/trusted_bench.py --lend-share``), not a setting: a
     larger share means more slots, so more calls per timed block and fewer fixed costs per call, and more memory per
-    plan (which may then run a problem at a smaller size); whether it tightens the speedup's spread for the same
-    time is what the bench is for (not yet measured)."""
+    plan (which may then run a problem at a smaller size)."""
     env = os.environ.get(_LEND_SHARE_ENV, "")
     if not env:
         return LEND_SHARE
@@ -90,22 +97,23 @@ def lend_share() -> int:
     return share
 
 
-def lend_bytes(device_budget_bytes: int | None) -> int:
-    """What one executor's slots take on cuda (its inputs lent, its outputs kept): 1/32 of the device budget
-    (:func:`lend_share`), at least ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (4.4 GiB on an H200, 1 GiB under a
-    24 GB cap)."""
+def lend_bytes(device_budget_bytes: int | None, share: int | None = None) -> int:
+    """What one executor's slots take on cuda (its inputs lent, its outputs kept): 1/8 of the device budget
+    (:func:`lend_share`, or ``share``), at least ``LEND_BYTES`` and at most ``MAX_LEND_BYTES`` (8 GiB on an H100 or an
+    H200)."""
     if device_budget_bytes is None:
         return LEND_BYTES
-    return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // lend_share()))
+    return max(LEND_BYTES, min(MAX_LEND_BYTES, int(device_budget_bytes) // (share or lend_share())))
 
 
-def slot_count(slot_bytes: int, device_type: str, device_budget_bytes: int | None = None) -> int:
+def slot_count(slot_bytes: int, device_type: str, device_budget_bytes: int | None = None,
+               share: int | None = None) -> int:
     """How many slots an executor is lent: the one rule the supervisor's layout and this plan share. cuda: as
     many as fit in :func:`lend_bytes` (a block of calls then outlasts the fence's fixed cost many times), between
     ``MIN_SLOTS`` and ``MAX_SLOTS``; cpu: ``MIN_SLOTS`` (there is no cache to cover and no GPU timing)."""
     if device_type != "cuda":
         return MIN_SLOTS
-    return max(MIN_SLOTS, min(MAX_SLOTS, lend_bytes(device_budget_bytes) // max(int(slot_bytes), 1)))
+    return max(MIN_SLOTS, min(MAX_SLOTS, lend_bytes(device_budget_bytes, share) // max(int(slot_bytes), 1)))
 DEFAULT_L2_BYTES = 128 * MiB  # above every L2 of the GPUs kbenv lists (B200: 126 MB): more slots, never fewer
 SLOT_ALIGN = 256  # each tensor in a slot starts on this boundary (sandbox/lent.py ALIGN)
 
@@ -447,6 +455,7 @@ class MemoryPlan:
     headroom_bytes: int
     host_bytes: int
     decoy_bytes: int = 0
+    lend_share: int = LEND_SHARE  # the share of the budget its slots were counted with (memplan.slot_count)
 
     @property
     def held_bytes(self) -> int:
@@ -540,8 +549,32 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
 
     ``medium_tier_rule``: the count the ``medium`` tier was built with (``sandbox/build_medium.py``), kept so
     that the tier's sizes stay what users have compared results at: the baselines' region counted with outputs
-    (it holds inputs only on cuda) and no room kept for the decoy. Every evaluation plans without it.
+    (it holds inputs only on cuda), no room kept for the decoy, and 1/32 of the budget lent. Every evaluation plans
+    without it.
+
+    The slots are counted with 1/8 of the budget lent (``LEND_SHARE``) where that plan fits and keeps the decoy's
+    room as the plan with 1/32 (``LEND_SHARE_TIGHT``) would; otherwise with 1/32: more calls per timed block are
+    worth less than a larger size or the decoy beside correctness. ``KBENV_LEND_SHARE`` (a measuring knob) is used
+    as it is.
     """
+    kw = dict(spares=spares, device_type=device_type, l2_bytes=l2_bytes, host_budget=host_budget,
+              overrides=overrides, baseline_processes=baseline_processes, medium_tier_rule=medium_tier_rule)
+    if medium_tier_rule:
+        return _plan(problem, size, precision, device_budget_bytes, share=LEND_SHARE_TIGHT, **kw)
+    share = lend_share()
+    p = _plan(problem, size, precision, device_budget_bytes, share=share, **kw)
+    if device_type != "cuda" or share >= LEND_SHARE_TIGHT or os.environ.get(_LEND_SHARE_ENV):
+        return p
+    tight = _plan(problem, size, precision, device_budget_bytes, share=LEND_SHARE_TIGHT, **kw)
+    if (tight.fits and not p.fits) or (tight.decoy_room and not p.decoy_room):
+        return tight
+    return p
+
+
+def _plan(problem: Problem | str, size: str, precision: str | None, device_budget_bytes: int, spares: int = 1, *,
+          device_type: str = "cuda", l2_bytes: int = DEFAULT_L2_BYTES, host_budget: int | None = None,
+          overrides: dict | None = None, baseline_processes: int = BASELINE_PROCESSES,
+          medium_tier_rule: bool = False, share: int = LEND_SHARE) -> MemoryPlan:
     if isinstance(problem, str):
         problem = get_problem(problem)
     precision = precision or problem.precision_default
@@ -556,7 +589,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     # part lent and one its own. The baseline workers' region holds inputs only on cuda: they keep no output (their
     # forward's is counted in their own part, baseline_bytes).
     slot = fp.slot_bytes
-    n_slots = slot_count(slot, device_type, device_budget_bytes)
+    n_slots = slot_count(slot, device_type, device_budget_bytes, share)
     lent = n_slots * slot
     baseline_region = n_slots * (fp.input_slot_bytes if cuda and not medium_tier_rule else slot)
     context = CONTEXT_BYTES if cuda else HOST_PROCESS_BYTES_CPU
@@ -593,7 +626,7 @@ def plan(problem: Problem | str, size: str, precision: str | None, device_budget
     p = MemoryPlan(problem=problem.id, size=size, precision=precision, device_type=device_type,
                    budget_bytes=int(device_budget_bytes), host_budget_bytes=int(host_budget), spares=spares,
                    n_slots=n_slots, slot_bytes=slot, input_bytes=fp.input_bytes, output_bytes=fp.output_bytes,
-                   host_bytes=host, decoy_bytes=decoy, **parts)
+                   host_bytes=host, decoy_bytes=decoy, lend_share=share, **parts)
     # The elastic cache gets what the rest leaves, up to its share; on cuda, where the rest leaves room for the
     # decoy's executor, that room is kept first: the decoy then runs beside correctness instead of after the
     # timing phase (2.8-3.2 s of problem 23's evaluation at full size on the H200), and a reference entry the cache

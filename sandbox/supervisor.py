@@ -459,7 +459,8 @@ class Supervisor:
         cuda = self.device.type == "cuda"  # cuda: outputs stay in the executor's memory, read there (not lent)
         one = SlotLayout.build(example_inputs, st.out_specs, 1).slot_bytes  # inputs and outputs: the plan's count
         budget = device_budget_bytes(self.device) if cuda else None
-        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type, budget),
+        share = self.plan.lend_share if self.plan is not None else None  # the share the plan could afford
+        return SlotLayout.build(example_inputs, st.out_specs, slot_count(one, self.device.type, budget, share),
                                 lend_outputs=not cuda)
 
     def _peaks(self) -> dict:

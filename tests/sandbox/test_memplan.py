@@ -363,12 +363,36 @@ def test_a_processs_cuda_context_fits_the_plans_figure_for_it():
 
 def test_lend_budget_scales_with_the_device_between_its_bounds():
     assert M.lend_bytes(None) == M.LEND_BYTES
-    assert M.lend_bytes(139 * GiB) == 139 * GiB // 32  # an H200: 4.3 GiB per executor
+    assert M.lend_bytes(139 * GiB) == M.MAX_LEND_BYTES  # an H200: 1/8 is 17 GiB, capped at 8
+    assert M.lend_bytes(139 * GiB, M.LEND_SHARE_TIGHT) == 139 * GiB // 32  # 4.3 GiB per executor
     assert M.lend_bytes(1000 * GiB) == M.MAX_LEND_BYTES
-    assert M.lend_bytes(24 * GiB) == M.LEND_BYTES  # never below 1 GiB
+    assert M.lend_bytes(24 * GiB) == 3 * GiB and M.lend_bytes(24 * GiB, M.LEND_SHARE_TIGHT) == M.LEND_BYTES
     slot = 256 << 20
-    assert M.slot_count(slot, "cuda", 139 * GiB) == 17 and M.slot_count(slot, "cuda", 24 * GiB) == 4
+    assert M.slot_count(slot, "cuda", 139 * GiB) == 32 and M.slot_count(slot, "cuda", 139 * GiB, 32) == 17
+    assert M.slot_count(slot, "cuda", 24 * GiB, 32) == 4
     assert M.slot_count(slot, "cpu", 141 * GiB) == M.MIN_SLOTS
+
+
+def test_the_larger_lend_is_taken_only_where_the_plan_has_room_for_it(monkeypatch):
+    """1/8 of the budget is lent where that plan fits and keeps the decoy's room as 1/32's would; otherwise 1/32:
+    more calls per timed block never cost a problem its size or its decoy beside correctness. On an H100's budget
+    problem 23 at ``medium`` takes 1/8 (more slots); under a 22 GiB budget problem 100 at ``medium`` fits only with
+    1/32, and under 16 GiB problem 40 keeps its decoy's room only with 1/32. The medium tier's own rule stays at
+    1/32, and a share set for a measurement (``KBENV_LEND_SHARE``) is used as it is."""
+    monkeypatch.delenv("KBENV_LEND_SHARE", raising=False)
+    roomy = M.plan("kernelbench/level1/23", "medium", None, 75 * GiB, 4, host_budget=1 << 50)
+    tight = M._plan("kernelbench/level1/23", "medium", None, 75 * GiB, 4, host_budget=1 << 50, share=32)
+    assert roomy.lend_share == 8 and roomy.fits and roomy.n_slots > tight.n_slots
+    small = M.plan("kernelbench/level1/100", "medium", None, 22 * GiB, 1, host_budget=1 << 50)
+    wide = M._plan("kernelbench/level1/100", "medium", None, 22 * GiB, 1, host_budget=1 << 50, share=8)
+    assert small.fits and small.lend_share == 32 and not wide.fits
+    decoy = M.plan("kernelbench/level1/40", "full", None, 16 * GiB, 1, host_budget=1 << 50)
+    no_room = M._plan("kernelbench/level1/40", "full", None, 16 * GiB, 1, host_budget=1 << 50, share=8)
+    assert decoy.decoy_room and decoy.lend_share == 32 and no_room.fits and not no_room.decoy_room
+    tier = M.plan("kernelbench/level1/23", "medium", None, 75 * GiB, 4, host_budget=1 << 50, medium_tier_rule=True)
+    assert tier.lend_share == 32
+    monkeypatch.setenv("KBENV_LEND_SHARE", "8")
+    assert M.plan("kernelbench/level1/100", "medium", None, 22 * GiB, 1, host_budget=1 << 50).lend_share == 8
 
 
 def test_preflight_keeps_the_most_spares_that_fit_and_refuses_only_without_any(monkeypatch):
@@ -421,8 +445,10 @@ def test_a_lend_share_set_for_a_measurement_gives_more_slots_and_the_plan_counts
     """``KBENV_LEND_SHARE`` (trusted_bench.py --lend-share): more of the budget lent, so more slots, which the plan
     counts in the lent memory and the baselines' region alike; a value below 1 is refused in one line."""
     budget = 79 * GiB
+    monkeypatch.setenv("KBENV_LEND_SHARE", "32")  # the default until stop 41
     base = M.plan("kernelbench/level1/23", "medium", None, budget, 4, host_budget=1 << 50)
-    monkeypatch.setenv("KBENV_LEND_SHARE", "8")
+    monkeypatch.delenv("KBENV_LEND_SHARE")
+    assert M.lend_share() == M.LEND_SHARE == 8
     more = M.plan("kernelbench/level1/23", "medium", None, budget, 4, host_budget=1 << 50)
     assert more.n_slots > base.n_slots >= M.MIN_SLOTS
     assert more.lent_slot_bytes == more.n_slots * more.slot_bytes
