@@ -9,14 +9,16 @@
 #   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
 #   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
-# Still to run (issues 11 and 13, in this order; stop 40's calls got no machine):
-#   TESTS_LIMIT=300 TRUSTED_LIMIT=150 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted
-#   TRUSTED_TAG=ls8 TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88 \
-#     TRUSTED_ARGS="--size largest --lend-share 8" bash benchmarks/gpu_run.sh trusted
-#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=2 bash benchmarks/gpu_run.sh prefetch rollout
+# Still to run (issues 11 and 13, in this order; stop 41 ran test_gpu.py, trusted at 1/32 and 1/8, the lane rollouts
+# and shard 2/4's first 21 rows, docs/results/h100-stop41.txt):
+#   TESTS_LIMIT=300 TRUSTED_LIMIT=200 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted  (an H200:
+#     23 at full size; the lend share now 1/8 by default, so 40 and dlrm/2 at 1/8 for the first time)
+#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 bash benchmarks/gpu_run.sh prefetch rollout   (one lane: the next-problem hint
+#     and the 1/8 lend, neither yet in a rollout)
 #   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
-#     bash benchmarks/gpu_run.sh rollout
-#   REDTEAM_SHARDS="2/4 3/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
+#     bash benchmarks/gpu_run.sh rollout   (and KBENV_LANE_PREEMPT=0 with ROLLOUT_TAG=b15nopre: giving way at 3 lanes)
+#   REDTEAM_SHARDS="3/4 4/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
+#     (then REDTEAM_SHARDS="" REDTEAM_ONLY="..." for shard 1's last 9 rows and shard 2's rows 20 and 23-27)
 #   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
