@@ -20,189 +20,24 @@ from pathlib import Path
 import torch
 
 from kbenv.sandbox import cpus, memplan, process
-from kbenv.sandbox.baselines import BaselineError, BaselineExecutors, out_of_memory
+from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
 from kbenv.sandbox.builds import BuildFarm
 from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory, Evaluation
 from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.fence import make_fence
 from kbenv.sandbox.lent import SlotLayout
+from kbenv.sandbox.pool import ExecutorPool
 from kbenv.sandbox.process import SpawnError, have_bwrap
 from kbenv.sandbox.references import HarnessError, References, Secret, nbytes
 from kbenv.sandbox.result import EvalRequest, EvalResult
 from kbenv.sandbox.timing import TimingPlan
 
-__all__ = ["Supervisor", "HarnessError", "BaselineError", "CandidateFault", "have_bwrap"]
+__all__ = ["Supervisor", "ExecutorPool", "HarnessError", "BaselineError", "CandidateFault", "have_bwrap"]
 
 DEFAULT_LIMITS = {"compile_s": 180.0, "trial_s": 120.0, "timing_s": 300.0, "spawn_s": 120.0}
 # Used only where sandbox.peaks has no figure for the device (H200 SXM datasheet: 4.8 TB/s, ~990 TFLOP/s bf16
 # dense, TF32 495 for fp32 so that split-TF32 schemes stay above the floor).
 H200_PEAKS = {"bytes_per_s": 4.8e12, "flops": {"bf16": 990e12, "fp16": 990e12, "fp32": 495e12}, "name": "H200"}
-
-
-class ExecutorPool:
-    """Clean executors started ahead of need; each is used for one candidate and then killed (reaped in the
-    background). On cuda, taking an executor waits for the killed ones to be gone (a dying CUDA context still
-    holds its memory) unless the current memory plan has room for them beside everything it holds
-    (:meth:`set_room`); the timing phase always waits (:meth:`join`)."""
-
-    def __init__(self, sup, spares: int):
-        self.sup = sup
-        self.max_n = spares  # as configured
-        self.n = spares  # kept now: fewer while a problem's memory plan has room for fewer (set_target)
-        self.spares: list[process.ExecutorProcess] = []
-        self._reapers: list[tuple] = []  # (thread, lease, device bytes the dying executor may still hold)
-        self.room_bytes = 0  # what the current plan leaves free beside everything it holds (set_room)
-        self.executor_bytes = 0  # what one executor of the current plan may hold (its cap and its context)
-        self._errors: list[BaseException] = []
-        self.taken: list[process.ExecutorProcess] = []  # executors taken and not yet disposed (a candidate's)
-        self.refill(start=getattr(sup, "lanes", None) is None)  # lanes: started by the first evaluation
-
-    def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
-        s = self.sup
-        return process.spawn(s.root, str(s.device), s.sandbox, s.memory_limit, s.host_memory_cap,
-                             extra_env=s.executor_env, cpus=s.cpus.background if s.cpus else None)
-
-    def refill(self, start: bool = True) -> None:
-        """Spawn spares up to ``n``; ``start`` lets them touch the GPU (never while a candidate may be timed)."""
-        self.spares = [p for p in self.spares if p.proc.poll() is None]
-        while len(self.spares) < self.n:
-            self.spares.append(self._spawn())
-        if start:
-            for p in self.spares:
-                process.start(p)
-
-    def set_target(self, n: int) -> None:
-        """Keep ``n`` spares (at most as configured): the extra ones exit before this returns (their CUDA contexts
-        are memory the evaluation's plan does not have); a higher target is filled as executors are disposed."""
-        self.n = min(max(int(n), 0), self.max_n)
-        while len(self.spares) > self.n:
-            self.spares.pop().kill()
-
-    def set_room(self, room_bytes: int, executor_bytes: int) -> None:
-        """The current plan's free room (budget minus everything held, the reference cache's share included) and
-        what one executor may hold: executors being reaped are waited for only when they may not fit the room."""
-        self.room_bytes, self.executor_bytes = max(int(room_bytes), 0), max(int(executor_bytes), 0)
-
-    def dying_bytes(self) -> int:
-        """What the executors still being reaped may hold on the device."""
-        return sum(b for t, _, b in self._reapers if t.is_alive())
-
-    def take(self, beside_bytes: int = 0) -> process.ExecutorProcess:
-        """A clean executor, started. cuda: a dying CUDA context still holds device memory, so the executors and
-        the baseline set still being reaped are waited for unless the plan's room holds them, beside
-        ``beside_bytes`` (the decoy's executor taken beside correctness uses that room itself)."""
-        wait = (self.sup.device.type == "cuda" and self.dying_bytes() + self.sup.baselines.dying_bytes()
-                + max(int(beside_bytes), 0) > self.room_bytes)
-        self.join(wait=wait)
-        if wait:
-            self.sup.baselines.wait_reaped()
-        p = self.spares.pop(0) if self.spares else self._spawn()
-        try:
-            process.await_ready(p, self.sup.limits["spawn_s"])
-        except SpawnError:
-            # A spare starts its CUDA context while the executor it replaces may still be dying; an executor
-            # holds whatever device memory it took (no cap binds it from outside), so that start can fail for
-            # want of memory. Once every disposed executor is gone, a new spare must start: only then is it the
-            # machine's fault.
-            p.kill()
-            self.join()
-            p = self._spawn()
-            try:
-                process.await_ready(p, self.sup.limits["spawn_s"])
-            except SpawnError as e:
-                if out_of_memory(str(e)):  # the spare's own log (nothing of a candidate's ran in it yet)
-                    # a live candidate holds the memory (the decoy's executor is taken with the candidate's
-                    # alive): judged as any OOM of the trusted side (Evaluation.run: Supervisor.oom_verdict)
-                    raise torch.OutOfMemoryError(f"a clean executor could not start: {e}") from None
-                raise HarnessError(str(e)) from e
-        self.taken.append(p)
-        return p
-
-    def settle(self) -> None:
-        """Every spare started is ready (lanes: before the lane lets the GPU go, nothing of it may still be
-        creating its CUDA context). A spare that does not start is killed and dropped here (its replacement is
-        spawned by the next refill, and a machine that cannot start one fails the next take loudly)."""
-        for p in list(self.spares):
-            if p.started and not p.ready:
-                try:
-                    process.await_ready(p, self.sup.limits["spawn_s"])
-                except SpawnError:
-                    p.kill()
-                    self.spares.remove(p)
-
-    def pending(self) -> list:
-        """The reapers of executors still dying now (an earlier evaluation's, seen from a new one)."""
-        return [t for t, _, _ in self._reapers if t.is_alive()]
-
-    def pause_spares(self) -> list[int]:
-        """Stop the started spares (their CUDA contexts) for a timing phase. A spare not yet started goes on
-        importing torch: it waits for its start frame before it touches the GPU (``executor.main``), and its CPU
-        work runs on the background cores, never the timed sides' (``kbenv.sandbox.cpus``). Paused too, the one
-        spawned when the decoy's executor was disposed had not finished importing when the next evaluation's
-        decoy took it (1.2-3.1 s of that evaluation on the path, one-lane rollout, H100, stop 36)."""
-        return [pid for p in self.spares if p.started for pid in p.pause()]
-
-    def resume_spares(self, pids: list[int]) -> None:
-        process.ExecutorProcess.resume(pids)
-
-    def dispose(self, p: process.ExecutorProcess, lease=None, start_spares: bool = True) -> None:
-        """Kill now; wait for the exit (1-2 s for a CUDA context) off the result's path. A spare spawned in
-        its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
-        when its decoy executor is disposed)."""
-        p.signal_kill()
-        if p in self.taken:
-            self.taken.remove(p)
-        lanes = getattr(self.sup, "lanes", None)
-        # lanes: spares start only at an evaluation's beginning (Supervisor.evaluate), so that they are ready
-        # before the lane lets the GPU go; the dying process keeps the lane's shared holds until it is gone
-        self.refill(start=start_spares and lanes is None)
-        hold = lanes.hold(gpu=True, candidates=True) if lanes is not None else None
-
-        def reap():
-            try:
-                p.kill()
-                shutil.rmtree(p.workdir, ignore_errors=True)
-            except BaseException as e:  # noqa: BLE001 - re-raised by join in the caller's thread
-                self._errors.append(e)
-            finally:
-                if hold is not None:
-                    hold.release()
-        t = threading.Thread(target=reap, daemon=True)
-        t.start()
-        # what stays held until it is reaped: the executor's memory, and the lent region its lease owns
-        lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
-        self._reapers.append((t, lease, self.executor_bytes + lent))
-
-    def wait_reaped(self) -> None:
-        """Wait for the executors being reaped, touching nothing else (another thread's; :meth:`join` finishes
-        them, on the supervisor's thread, and raises what a reaping raised)."""
-        for t, _, _ in list(self._reapers):
-            t.join()
-
-    def join(self, wait: bool = True) -> None:
-        """Finish reaping disposed executors: all of them (``wait``), or those already gone. A reaping that
-        failed (a process that survived) is raised here either way. On the CPU nothing waits: a killed sandbox's
-        namespace takes about 2 s to empty on the CI machine, and no device memory or timing depends on it."""
-        keep = []
-        while self._reapers:
-            t, lease, held = self._reapers.pop()
-            if not wait and t.is_alive():
-                keep.append((t, lease, held))
-                continue
-            t.join()
-            if lease is not None:
-                lease.close()  # its region, on the supervisor's thread once the process is gone
-        self._reapers = keep
-        if self._errors:
-            err = self._errors.pop()
-            self._errors.clear()
-            raise HarnessError(f"reaping an executor failed: {err!r}")
-
-    def close(self) -> None:
-        self.join()
-        for p in self.spares:
-            p.kill()
-        self.spares = []
 
 
 class Supervisor:

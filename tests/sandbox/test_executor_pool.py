@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 import torch
 
 from kbenv.sandbox import process
-from kbenv.sandbox.supervisor import ExecutorPool
+from kbenv.sandbox.pool import ExecutorPool
 
 
 def _pool(monkeypatch, device: str):
