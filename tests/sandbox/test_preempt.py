@@ -231,6 +231,15 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
     sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
     sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
     slow = with_forward("import time; time.sleep(0.8)\n")
+    from kbenv.sandbox.process import proc_state
+    quiet, seen = sb.yielder.quiet, []
+
+    def watched_quiet():  # what the lane looks like once quiet_lane returned: every process of it stopped
+        resume = quiet()
+        procs = [*sb.pool.taken, *sb.baselines.started()]
+        seen.append(sorted({proc_state(pid) for p in procs for pid in p.pids()}))
+        return resume
+    sb.yielder.quiet = watched_quiet
     try:
         out = {}
         tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow, size="small"))))
@@ -243,6 +252,7 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
         assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
         assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
         assert rb.facts["lanes"]["alone"] is False and rb.facts["lanes"]["gave_way"] >= 1, rb.facts["lanes"]
+        assert seen and all(states == ["T"] for states in seen), seen  # its candidate and baselines held
         # a's wait for the GPU alone was shorter than b's correctness alone (about 5 s: six calls of 0.8 s), which
         # it would have waited out (b lets the GPU go only when it times, without giving way)
         assert ra.facts["timing_setup_s"]["lane_wait"] < rb.phase_seconds["correctness"] / 2, (
