@@ -105,9 +105,14 @@ class Yielder:
     # -------------------------------------------------------------------------------------------- watching
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
-            if self._working and self.lanes.in_evaluation() and self.lanes.wanted():
-                if not self.give_way():
-                    self._stop.wait(self.retry_s)
+            try:
+                if self._working and self.lanes.in_evaluation() and self.lanes.wanted():
+                    if not self.give_way():
+                        self._stop.wait(self.retry_s)
+            except Exception as e:  # noqa: BLE001 - the lane then keeps its hold, as without giving way
+                self.given_up += 1
+                self.last_error = f"{type(e).__name__}: {e}"[:300]
+                self._stop.wait(self.retry_s)
 
     def give_way(self) -> bool:
         """One attempt (the watcher's; tests call it too): park, quiet, let the GPU go and take it again."""
