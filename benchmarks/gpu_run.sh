@@ -18,7 +18,9 @@
 #   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
 #     bash benchmarks/gpu_run.sh rollout   (and KBENV_LANE_PREEMPT=0 with ROLLOUT_TAG=b15nopre: giving way at 3 lanes)
 #   REDTEAM_SHARDS="3/4 4/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
-#     (then REDTEAM_SHARDS="" REDTEAM_ONLY="..." for shard 1's last 9 rows and shard 2's rows 20 and 23-27)
+#     then REDTEAM_SHARDS="" REDTEAM_LIMITS="--lanes 2 ..." REDTEAM_ONLY="23:subclass_torch 24:syntax_error
+#     47:atomic_uninit 89:ctor_signature dlrm/1:first_index_only 47:forward_raises 89:sleep_import" (the known-bad rows
+#     of shards 1 and 2 not yet run under lanes; their known-good rows passed in stop 41's lane rollouts)
 #   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
