@@ -71,6 +71,8 @@ class Supervisor:
             itself). With more, this one plans with its share of the device's memory (the budget over ``lanes``,
             under any cap), times alone, and judges again alone any verdict the sharing could have caused.
         lane_key: what names the shared device to the lanes (default: the GPU's UUID, or the host for cpu).
+        lane_preempt: with lanes, give way to another lane's timing phase at this lane's checkpoints
+            (:mod:`kbenv.sandbox.preempt`); default on, unless ``KBENV_LANE_PREEMPT=0``.
     """
 
     def __init__(self, device: str = "cpu", sandbox: str = "auto", cache_dir: str | os.PathLike | None = None,
@@ -79,7 +81,8 @@ class Supervisor:
                  memory_limit_bytes: int | None = None, secret: bytes | None = None, keep_spare: bool = True,
                  spares: int | None = None, host_memory_cap: bool | None = None,
                  fresh_baselines: bool | None = None, builders: int | None = None,
-                 decoy_beside: bool | None = None, lanes: int = 1, lane_key: str | None = None):
+                 decoy_beside: bool | None = None, lanes: int = 1, lane_key: str | None = None,
+                 lane_preempt: bool | None = None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -146,8 +149,9 @@ class Supervisor:
         # KBENV_LANE_PREEMPT=0 keeps every evaluation's shared hold of the GPU to its end, as before. Not with the
         # idle-probe fence (drivers without the process lock): it waits for the whole GPU, another lane's work too
         self.yielder = None
-        if (self.lanes is not None and os.environ.get("KBENV_LANE_PREEMPT", "1") != "0"
-                and self.fence.kind != "idle_probe"):
+        if lane_preempt is None:
+            lane_preempt = os.environ.get("KBENV_LANE_PREEMPT", "1") != "0"
+        if self.lanes is not None and lane_preempt and self.fence.kind != "idle_probe":
             from kbenv.sandbox.preempt import Yielder, quiet_lane
             self.yielder = Yielder(self.lanes, lambda: quiet_lane(self))
 

@@ -260,3 +260,24 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
     finally:
         sa.close()
         sb.close()
+
+
+def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
+    """``lane_preempt=False`` (or ``KBENV_LANE_PREEMPT=0``, for a deployment's every lane): no watcher, and every
+    evaluation holds the GPU shared to its end, as before."""
+    import uuid
+
+    from kbenv.sandbox.supervisor import Supervisor
+    off = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}",
+                     lane_preempt=False)
+    monkeypatch.setenv("KBENV_LANE_PREEMPT", "0")
+    env_off = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.delenv("KBENV_LANE_PREEMPT")
+    on = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}")
+    one = Supervisor(device="cpu", cache_dir=cache_dir)
+    try:
+        assert off.yielder is None and env_off.yielder is None and one.yielder is None
+        assert on.yielder is not None
+    finally:
+        for s in (off, env_off, on, one):
+            s.close()
