@@ -17,6 +17,7 @@ assuming uniform busyness inside the period; the error is at most one sample per
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 
@@ -110,6 +111,52 @@ class GpuBusy:
         return busy, covered
 
 
+class CpuBusy:
+    """How busy the host's CPUs were, from ``/proc/stat`` sampled every half second: whether an evaluator's
+    processes (torch imports, compiles, the supervisors themselves) had the cores they needed, or the host was the
+    bound (issue 13: at three lanes the GPU was busy 16% of the time)."""
+
+    IDLE = (3, 4)  # idle and iowait, among the "cpu" line's fields (user nice system idle iowait irq softirq steal)
+
+    def __init__(self, read=None):
+        self._read = read or self._proc_stat
+        self.samples: list[tuple[float, int, int]] = [(time.monotonic(), *self._read())]  # (t, busy ticks, total)
+        self._stop = threading.Event()
+
+    @staticmethod
+    def _proc_stat() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        idle = sum(fields[i] for i in CpuBusy.IDLE)
+        return sum(fields) - idle, sum(fields)
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), *self._read()))
+
+    def start(self, interval_s: float = 0.5) -> "CpuBusy":
+        def loop():
+            while not self._stop.wait(interval_s):
+                self.sample()
+        threading.Thread(target=loop, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.sample()
+
+    def summary(self, saturated: float = 0.9) -> tuple[float, float]:
+        """(mean busy fraction over the window, fraction of the window's wall time in periods at least
+        ``saturated`` busy)."""
+        (_, b0, n0), (_, b1, n1) = self.samples[0], self.samples[-1]
+        mean = (b1 - b0) / (n1 - n0) if n1 > n0 else 0.0
+        hot = span = 0.0
+        for (ta, ba, na), (tb, bb, nb) in zip(self.samples, self.samples[1:]):
+            span += tb - ta
+            if nb > na and (bb - ba) / (nb - na) >= saturated:
+                hot += tb - ta
+        return mean, (hot / span if span > 0 else 0.0)
+
+
 def _pci_bus_id(torch_index: int) -> str | None:
     from kbenv.sandbox.gpustate import pci_bus_id
     return pci_bus_id(torch_index)
@@ -130,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cmd:
         ap.error("give the command after --")
     busy = GpuBusy.open(args.index, by_pci=False)  # no CUDA context of its own beside the measured run
+    cpu = CpuBusy().start()
     t0, t = GpuBusy.now_us(), time.perf_counter()
     child = subprocess.Popen(cmd)
     # a time limit (`timeout L python3 gpubusy.py -- ...`) stops the command, not the figure: the signal goes on to
@@ -137,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
     rc = child.wait()
     wall = time.perf_counter() - t
+    cpu.stop()
+    mean, hot = cpu.summary()
+    print(f"cpubusy: {100 * mean:.1f}% of {os.cpu_count()} CPUs on average; {100 * hot:.1f}% of the wall time in "
+          f"half-second periods at least 90% busy", flush=True)
     if busy is None:
         print("gpubusy: NVML unavailable", file=sys.stderr)
         return rc

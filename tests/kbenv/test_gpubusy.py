@@ -27,3 +27,26 @@ def test_busy_seconds_counts_each_period_by_its_overlap_with_the_window():
 def test_a_window_without_samples_covers_nothing():
     busy, covered = _fake({1_000_000: 100.0}).busy_seconds(0, 2_000_000)
     assert (busy, covered) == (0.0, 0.0)
+
+
+def test_cpu_busy_averages_over_the_window_and_counts_the_saturated_periods():
+    from gpubusy import CpuBusy
+    # (busy ticks, total ticks) at each read: 50%, then 100%, then 0% busy over equal periods of 100 ticks
+    reads = iter([(0, 0), (50, 100), (150, 200), (150, 300)])
+    c = CpuBusy(read=lambda: next(reads))
+    c.sample(), c.sample(), c.sample()
+    c.samples = [(float(i), b, n) for i, (_, b, n) in enumerate(c.samples)]  # one second apart
+    mean, hot = c.summary()
+    assert mean == pytest.approx(150 / 300)
+    assert hot == pytest.approx(1 / 3)
+
+
+def test_cpu_busy_reads_this_machine():
+    from gpubusy import CpuBusy
+    c = CpuBusy()
+    import time
+    time.sleep(0.1)  # ten ticks of USER_HZ on every CPU
+    c.stop()
+    mean, hot = c.summary()
+    assert 0.0 <= mean <= 1.0 and 0.0 <= hot <= 1.0
+    assert c.samples[-1][2] > c.samples[0][2]  # the clock ticked
