@@ -406,7 +406,8 @@ class MemoryPlan:
     resident interpreter):
 
     - held throughout (:attr:`held_bytes`): ``supervisor_context_bytes``, ``reference_model_bytes``,
-      ``reference_entry_bytes`` (the inputs and outputs of the trial in flight), ``reference_cache_bytes``
+      ``reference_entry_bytes`` (the inputs and outputs of the trial in flight, and what of the official pair the
+      cache cannot hold: the evaluation holds that pair throughout), ``reference_cache_bytes``
       (what the LRU may keep during this evaluation: elastic, whatever the rest leaves, up to
       ``REFERENCE_CACHE_SHARE`` of the budget; 0 when the plan does not fit), ``lent_slot_bytes`` (``n_slots``
       × ``slot_bytes``), ``worker_cap_bytes`` (the candidate worker's allocator cap), ``worker_context_bytes``,
@@ -635,7 +636,14 @@ def _plan(problem: Problem | str, size: str, precision: str | None, device_budge
     if cuda and not medium_tier_rule and free >= decoy:
         free -= decoy
     cache = max(0, min(int(REFERENCE_CACHE_SHARE * device_budget_bytes), free))
-    p = dataclasses.replace(p, reference_cache_bytes=cache)
+    # The official pair is held by the evaluation from its start to its end (``Evaluation.official``), beside the
+    # trial in flight. The cache counts it while it fits there; a cache smaller than the pair leaves it held
+    # outside the count, and the difference must be planned as held: on an H100, problem 47 at full size (8 GiB
+    # inputs, 6.3 GiB of cache) held it unplanned, ran the supervisor out of memory and blamed an honest
+    # candidate (stop 42). Where that takes the decoy's room, the decoy runs after the timing phase.
+    # (Not in the medium tier's build rule: the committed sizes stay what they were built as.)
+    unheld = 0 if medium_tier_rule else max(0, fp.input_bytes + fp.output_bytes - cache)
+    p = dataclasses.replace(p, reference_cache_bytes=cache, reference_entry_bytes=p.reference_entry_bytes + unheld)
     if not cuda:
         p = dataclasses.replace(p, host_bytes=p.total_bytes)
     return p

@@ -344,8 +344,12 @@ class Supervisor:
         return f"bwrap, user namespace, {tasks}, {writes}"
 
     def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False) -> CandidateFault:
-        """The trusted side ran out of device memory while a candidate's executor was alive: kill it; if the
-        memory is then free, the candidate held it (a candidate fault), else the machine is too small.
+        """The trusted side ran out of device memory while a candidate's executor was alive: kill it, and judge by
+        what that gave back. More than the plan lends a candidate (its executor and its decoy's, ``OOM_SLACK``
+        beside): the candidate held it (its ``oom``). No more than that, with the memory then free: the plan
+        undercounted the trusted side, a fault of the harness, raised, never a low reward (stop 42, an H100: an
+        honest kernel for problem 47 at full size was paid 0 as ``oom`` while holding less than its share). Still
+        not free with no candidate alive: the machine is too small (raised too).
 
         Every process that ran this candidate's code counts, not only ``proc``: the decoy's executor runs the
         candidate's own module code (its no-op rewrite) beside correctness, and can hold memory too. It has been
@@ -361,19 +365,39 @@ class Supervisor:
             proc.kill()
             return CandidateFault("oom", "out of memory while the candidate's executor was alive", str(err)[-2000:])
         need = 2 << 30
-        if earlier and not retried:
-            for t in earlier:
-                t.join()
-            if self._free_device_bytes() >= need:
-                proc.kill()
-                raise EarlierExecutorHeldMemory(str(err)[-500:])
+        for t in earlier:
+            t.join()
+        baselines = getattr(self, "baselines", None)
+        if baselines is not None:
+            baselines.wait_reaped()  # an earlier evaluation's baseline set: its memory back before anything is read
+        before = self._free_device_bytes()
+        if earlier and not retried and before >= need:
+            proc.kill()
+            raise EarlierExecutorHeldMemory(str(err)[-500:])
         proc.kill()
         self.pool.join()  # disposed executors (this evaluation's decoy among them) gone, their memory back
         free = self._free_device_bytes()
-        if free >= need:
-            return CandidateFault("oom", "the candidate held so much GPU memory that the trusted checks could not "
-                                  f"run ({free / 2**30:.1f} GiB was free once its process was gone)", str(err)[-2000:])
-        raise HarnessError(f"the supervisor ran out of GPU memory with no candidate process alive: {err}") from err
+        if free < need:
+            raise HarnessError(f"the supervisor ran out of GPU memory with no candidate process alive: {err}") from err
+        held, allowed = free - before, self.candidate_allowance()
+        g = lambda n: f"{n / 2**30:.1f} GiB"  # noqa: E731
+        if allowed is None or held > allowed:
+            share = f", more than the {g(allowed)} its plan allows" if allowed is not None else ""
+            return CandidateFault("oom", f"the candidate held {g(held)} of GPU memory{share}, so the trusted checks "
+                                  f"could not run ({g(free)} was free once its processes were gone)", str(err)[-2000:])
+        raise HarnessError(f"the supervisor ran out of GPU memory while the candidate held {g(held)}, no more than "
+                           f"the {g(allowed)} its plan allows: the memory plan undercounts the trusted side "
+                           f"({self.plan.explain()}): {err}") from err
+
+    OOM_SLACK = 1 << 30  # beside the plan's figures: a context's size varies with the libraries a process loads
+
+    def candidate_allowance(self) -> int | None:
+        """What the plan lets a candidate's processes hold on the device: its executor (allocator cap and context)
+        and its decoy's (a worker and the decoy's lent slot), with ``OOM_SLACK``; None without a plan."""
+        plan = getattr(self, "plan", None)
+        if plan is None:
+            return None
+        return plan.worker_bytes + plan.decoy_bytes + self.OOM_SLACK
 
     def _free_device_bytes(self) -> int:
         """The device's free memory once the supervisor's own caches are released (the driver's figure)."""

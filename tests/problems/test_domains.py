@@ -108,3 +108,38 @@ def test_signs_keep_the_draw_its_zeros_and_its_symmetry_and_make_it_zero_mean():
         assert not torch.equal(x[0], other[0])  # another seed flips other elements
     from kbenv.rewards import precision as P
     assert all(P.timed_domain(get_problem(f"kernelbench/level1/{i}").domains, True) == "signs" for i in (13, 14, 15))
+
+
+@pytest.mark.parametrize("domain", ["normal", "signed_uniform", "wide"])
+def test_a_redraw_never_sits_beside_the_draw_it_replaces(domain, monkeypatch):
+    """A broader domain's redraw is made once the problem's own draw is gone: at full size one input set is
+    gigabytes (47's is 8 GiB), and the supervisor's memory plan counts one set in flight (stop 42 on an H100: the
+    old draw, ``rand``, ``rand * 2`` and ``- 1`` held four sets at once and an honest candidate was blamed)."""
+    import weakref
+
+    import kbenv.problems as P
+    drawn, alive_at_redraw = [], []
+    cast = P.cast_value
+
+    def tracked_cast(x, device, dtype):
+        out = cast(x, device, dtype)
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            drawn.append(weakref.ref(out))
+        return out
+
+    def tracked_redraw(shape, dtype, device, dom, gen):
+        alive_at_redraw.append(sum(r() is not None for r in drawn))
+        return redraw_as(shape, dtype, device, dom, gen)
+
+    redraw_as = P.redraw_as
+    monkeypatch.setattr(P, "cast_value", tracked_cast)
+    monkeypatch.setattr(P, "redraw_as", tracked_redraw)
+    x = _draw("kernelbench/level1/47", domain, 5)[0]
+    assert alive_at_redraw == [0]
+    monkeypatch.undo()
+    assert torch.equal(x, _draw("kernelbench/level1/47", domain, 5)[0])  # the same values as untracked
+    # and the values of the out-of-place arithmetic it replaced
+    g = torch.Generator().manual_seed(11)
+    want = {"normal": lambda: torch.randn(64, generator=g), "signed_uniform": lambda: torch.rand(64, generator=g) * 2 - 1,
+            "wide": lambda: torch.randn(64, generator=g) * 100}[domain]()
+    assert torch.equal(P.redraw(torch.zeros(64), domain, torch.Generator().manual_seed(11)), want)

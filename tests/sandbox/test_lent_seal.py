@@ -38,3 +38,22 @@ def test_a_trusted_region_stays_resizable_for_its_next_lease():
     assert os.fstat(fd).st_size == 1 << 17
     bigger.close()
     os.close(fd)
+
+
+def test_the_mutation_check_counts_changed_elements_chunk_by_chunk(monkeypatch):
+    """Inputs are compared with the supervisor's copy in chunks (no mask the size of an input: 2 GiB for 47's
+    8 GiB input at full size, stop 42), and the count is the whole comparison's."""
+    from kbenv.sandbox import executors as E
+    monkeypatch.setattr(E, "COMPARE_CHUNK", 7)
+    want = torch.arange(50, dtype=torch.float32).reshape(5, 10)
+    got = want.clone()
+    assert E.changed_elements(got, want) == 0
+    got.view(-1)[[0, 6, 7, 13, 49]] += 1  # on both sides of chunk boundaries
+    assert E.changed_elements(got, want) == 5 == int((got != want).sum())
+    assert E.changed_elements(got.t(), want.t()) == 5  # not contiguous: compared whole
+    assert E.changed_elements(got[:4], want) == 40  # another shape: every element
+    assert E.changed_elements(got.double(), want.double()) == 5
+    nan = want.clone()
+    nan[0, 0] = float("nan")
+    assert E.changed_elements(nan.clone(), nan) == 0  # a NaN left as it was is unchanged
+    assert E.changed_elements(want, nan) == 1

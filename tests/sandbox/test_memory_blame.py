@@ -32,12 +32,14 @@ class _Proc:
         self.killed = True
 
 
-def _sup(frees: list):
-    """A supervisor's state as oom_verdict sees it on cuda: the driver's free memory, read in turn."""
+def _sup(frees: list, allowed: int | None = 2 * GiB):
+    """A supervisor's state as oom_verdict sees it on cuda: the driver's free memory, read in turn, and what the
+    plan lets a candidate's processes hold (``allowed``)."""
     reads = iter(frees)
     joined = []
     return NS(device=torch.device("cuda"), pool=NS(join=lambda: joined.append(1)),
-              _free_device_bytes=lambda: next(reads), joined=joined)
+              _free_device_bytes=lambda: next(reads), joined=joined, candidate_allowance=lambda: allowed,
+              plan=NS(explain=lambda: "the plan's parts"))
 
 
 def _dying():
@@ -57,15 +59,38 @@ def test_the_candidate_that_held_the_memory_is_the_one_blamed():
     sup = _sup([0, 8 * GiB])  # still taken once the earlier executor is gone; free once this one is killed
     f = Supervisor.oom_verdict(sup, proc, err, [_dying()])
     assert f.category == "oom" and proc.killed and sup.joined  # its decoy's executor was reaped too
-    f = Supervisor.oom_verdict(_sup([8 * GiB]), _Proc(), err, [_dying()], retried=True)
+    assert "more than the 2.0 GiB its plan allows" in f.reason
+    f = Supervisor.oom_verdict(_sup([0, 8 * GiB]), _Proc(), err, [_dying()], retried=True)
     assert f.category == "oom"  # run again once: the second time it is judged like any other
-    f = Supervisor.oom_verdict(_sup([8 * GiB]), _Proc(), err, [])
+    f = Supervisor.oom_verdict(_sup([1 * GiB, 9 * GiB]), _Proc(), err, [])
     assert f.category == "oom"
 
 
 def test_memory_still_taken_with_no_candidate_alive_is_the_harnesss_fault():
     with pytest.raises(HarnessError, match="no candidate process alive"):
         Supervisor.oom_verdict(_sup([0, 0]), _Proc(), torch.OutOfMemoryError("x"), [_dying()])
+
+
+def test_a_candidate_within_its_plan_is_never_blamed_for_the_trusted_sides_memory():
+    """Stop 42 (an H100): the supervisor ran out of memory on an honest kernel for problem 47 at full size, and
+    killing the candidate freed its planned share, enough for the checks; it was paid 0 as ``oom``. A candidate
+    whose processes gave back no more than the plan lends them did not cause it: the plan undercounted the
+    trusted side, which is the harness's fault, raised, never a low reward."""
+    proc = _Proc()
+    with pytest.raises(HarnessError, match="undercounts the trusted side"):
+        Supervisor.oom_verdict(_sup([1 * GiB, 2.5 * GiB], allowed=2 * GiB), proc, torch.OutOfMemoryError("x"), [])
+    assert proc.killed
+    # one byte over its allowance: its own
+    f = Supervisor.oom_verdict(_sup([0, 2 * GiB + 1], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
+    assert f.category == "oom"
+
+
+def test_the_allowance_is_the_candidates_executor_and_its_decoys_by_the_plan():
+    from kbenv.sandbox import memplan as M
+    plan = M.plan("kernelbench/level1/47", "full", None, int(79.18 * GiB), 2, host_budget=1 << 50)
+    sup = NS(plan=plan, OOM_SLACK=Supervisor.OOM_SLACK)
+    assert Supervisor.candidate_allowance(sup) == plan.worker_bytes + plan.decoy_bytes + Supervisor.OOM_SLACK
+    assert Supervisor.candidate_allowance(NS(plan=None)) is None
 
 
 def test_the_evaluation_that_was_not_to_blame_runs_again_and_says_so(cache_dir, monkeypatch):
