@@ -61,14 +61,15 @@ class DecoyPhase:
                             time.sleep(0.05)
                     if run.abandoned:
                         raise CandidateFault("crash", "the decoy run was abandoned")
-                lease = Lease(proc, ev.device, SlotLayout.build(ev.official[0], ev.st.out_specs, 1,
+                lease = Lease(proc, ev.device, SlotLayout.build(ev.official_spec[0], ev.st.out_specs, 1,
                                                                 lend_outputs=ev.device.type != "cuda"))
                 ev.sup.checkpoint()
                 with split("compile"):
                     ev.compile(lease, source, Deadline("decoy", ev.sup.limits["compile_s"]), phase=None)
 
                 def judge(domain, seed, inputs, outs, mut, meta):
-                    v = judge_trials([Trial("default", inputs, ev.official[1], outs, None, meta, PATTERN_A, PATTERN_B)],
+                    v = judge_trials([Trial("default", inputs, ev.official_outputs(inputs), outs, None, meta, PATTERN_A,
+                                            PATTERN_B)],
                                      ev.precision, ev.problem.invariants, ev.problem.tolerance)
                     out["noop_correct"] = v.correct
                 with split("call_and_judge"):

@@ -92,15 +92,19 @@ class Evaluation:
             res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
         try:
             self.st = self.sup.refs.state(problem, req.size, self.precision)
-            official_seed = self.sup.secret.seed(problem.id, req.size, "official")
-            self.official = self.sup.refs.pair(self.st, official_seed, "default")
+            self.official_seed = official_seed = self.sup.secret.seed(problem.id, req.size, "official")
+            pair = self.sup.refs.pair(self.st, official_seed, "default")
+            # shapes and dtypes only (meta tensors): the pair itself is never held between uses (official_inputs)
+            self.official_spec = tuple([x.to("meta") if isinstance(x, torch.Tensor) else x for x in side]
+                                       for side in pair)
+            del pair
             self.contract = self.sup.refs.contract(self.st, official_seed)
             # timed calls draw zero-mean inputs where the contract applies (precision.timed_domain), held to the
             # contract measured on that domain
             self.timed_domain = precision_contract.timed_domain(problem.domains, self.contract.eligible)
             self.timed_contract = self.sup.refs.contract(
                 self.st, self.sup.secret.seed(problem.id, req.size, "timed_contract"), self.timed_domain)
-            self.layout = self.sup.layout_for(self.st, self.official[0])
+            self.layout = self.sup.layout_for(self.st, self.official_spec[0])
         except torch.OutOfMemoryError as e:
             # no executor of this evaluation exists yet: the memory is an earlier candidate's, still dying (run
             # again once it is gone), or nobody's (the harness's)
@@ -135,7 +139,7 @@ class Evaluation:
             # cuda: this evaluation's baselines go; the next ones start, opened for this same problem unless the
             # request's hint names another (EvalRequest.next_problem)
             same = self.req.next_problem in (None, self.problem.id)
-            self.sup.baselines.done(like=(self.st, self.layout, self.official[0])
+            self.sup.baselines.done(like=(self.st, self.layout, self.official_inputs())
                                     if self.req.measure_time and same else None)
         res.facts["slots"] = len(self.layout.slots)
         self.phases["total"] = time.monotonic() - t_start
@@ -161,7 +165,7 @@ class Evaluation:
         res.facts["builders"] = self.sup.builds.workers if self.sup.builds is not None else 0
         if self.req.measure_time:  # cuda: this evaluation's baselines build and warm up beside correctness and decoy
             t0 = time.monotonic()
-            self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official[0])
+            self.sup.baselines.prepare(self.st, self.layout, self.eval_id, self.official_inputs())
             self._tick("baseline_setup", t0)
         beside = DecoyRun(self)  # the decoy's own executor runs beside correctness (nothing in them is timed)
         try:
@@ -279,9 +283,23 @@ class Evaluation:
             block[:] = [block[i] for i in order.tolist()]
         return blocks
 
+    def official_inputs(self) -> list:
+        """The official inputs: the reference cache's, or drawn again from their seed (the same values) where the
+        cache could not keep them. Never held by the evaluation between uses: the memory plan counts one pair in
+        flight beside the cache, and the official pair held throughout beside it ran an H100 out of memory on
+        problem 47 at full size (stop 42)."""
+        hit = self.sup.refs.cached(self.st, self.official_seed, "default")
+        return hit[0] if hit is not None else self.sup.refs.inputs(self.st, self.official_seed, "default")
+
+    def official_outputs(self, inputs: list) -> list:
+        """The official reference outputs, given the official inputs the caller holds: cached, or computed again
+        from them."""
+        hit = self.sup.refs.cached(self.st, self.official_seed, "default")
+        return hit[1] if hit is not None else self.sup.refs.outputs(self.st, inputs, "default")
+
     def _trial_inputs(self, domain: str, seed) -> list:
         if seed is None:
-            return self.official[0]
+            return self.official_inputs()
         return self.sup.refs.inputs(self.st, seed, "default" if domain in ("fresh", "filler") else domain)
 
     def _run_block(self, lease: Lease, block: list, deadline: Deadline, judge, split: PhaseSplit | None = None) -> None:
@@ -291,7 +309,10 @@ class Evaluation:
         ``split``: where the block's time goes (a fact)."""
         split = split or PhaseSplit()
         self.sup.checkpoint()
-        with split("inputs"):
+        # the supervisor's transient memory (an input set in flight, references, output copies, the checks'
+        # temporaries) is planned for one thread at a time: correctness and the decoy beside it take turns, in
+        # writing inputs as in judging
+        with split("inputs"), self.sup.transient_lock:
             for k, (domain, seed, pattern) in enumerate(block):
                 lease.write_inputs(k, self._trial_inputs(domain, seed))
                 lease.poison_outputs(k, pattern)
@@ -339,7 +360,7 @@ class Evaluation:
             elif domain == "again":
                 meta = [{**a, "aliases_input": a["aliases_input"] or b["aliases_input"]}
                         for a, b in zip(first.pop("meta"), meta)]
-                per_trial.insert(0, self._checks("default", inputs, self.official[1], first.pop("outs"), outs,
+                per_trial.insert(0, self._checks("default", inputs, self.official_outputs(inputs), first.pop("outs"), outs,
                                                  _either_failed(first.pop("mut"), mut), 0, meta))
             else:
                 refs = self.sup.refs.outputs(self.st, inputs, domain)

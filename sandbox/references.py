@@ -131,6 +131,14 @@ class References:
             self._evict()
         return inputs, outs
 
+    def cached(self, st: ProblemState, seed: int, domain: str) -> tuple[list, list] | None:
+        """The cached pair for a seed and domain, or None (nothing is drawn or computed)."""
+        key = (seed, domain)
+        if key in st.refs:
+            st.refs.move_to_end(key)
+            return st.refs[key]
+        return None
+
     def outputs(self, st: ProblemState, inputs: list, domain: str = "default") -> list:
         dtype = PRECISIONS[st.precision]
         up = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() and dtype != torch.float32 else x

@@ -31,7 +31,7 @@ class TimingPhase:
     def __init__(self, ev):
         self.ev = ev
         self.sup, self.st, self.lease, self.layout = ev.sup, ev.st, ev.lease, ev.layout
-        self.official, self.device, self.problem, self.req = ev.official, ev.device, ev.problem, ev.req
+        self.device, self.problem, self.req = ev.device, ev.problem, ev.req
         self.precision, self.eval_id = ev.precision, ev.eval_id
 
     def run(self, res: EvalResult) -> dict:
@@ -62,7 +62,7 @@ class TimingPhase:
         with setup("reap_baselines"):
             sup.baselines.join()  # and an earlier evaluation's baseline processes
         with setup("baseline_leases"):
-            bases = sup.baselines.leases(st, self.layout, self.official[0], owner=self.eval_id)
+            bases = sup.baselines.leases(st, self.layout, self.ev.official_inputs(), owner=self.eval_id)
         if sup.lanes is not None:
             # lanes (kbenv.sandbox.lanes): the GPU alone from here to the phase's end; this lane is quiet while it
             # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm)
@@ -161,7 +161,7 @@ class TimingPhase:
             self.ev._tick("timing", t0)
         sp = speedup(cand, series)
         best = series[sp.best]
-        floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, self.official[0], self.official[1])
+        floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, *self.ev.official_spec)
         res.baseline = {"best": best.name, "best_ms": best.median_ms, "best_typical_ms": 1e3 * best.typical[0],
                         "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,

@@ -201,3 +201,34 @@ def test_a_set_opened_ahead_that_finds_no_memory_is_dropped_and_the_next_evaluat
         assert r.verdict == "pass" and not r.facts["baseline_setup"].get("opened_ahead"), r.facts["baseline_setup"]
     finally:
         sup.close()
+
+
+def test_the_evaluation_holds_no_official_pair_between_uses(cache_dir, monkeypatch):
+    """The plan counts one input set in flight beside the reference cache. Stop 42 (an H100, 47 at full size): the
+    evaluation held its official pair from start to end outside a cache too small for it, and with a redraw beside
+    it the supervisor ran out of memory. Now it keeps only the pair's shapes (meta tensors) and draws the official
+    inputs again from their seed where the cache has not kept them: the same values."""
+    from kbenv.sandbox import evaluation as E
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    real_fit, seen = sup.refs.fit, []
+    monkeypatch.setattr(sup.refs, "fit", lambda budget, keep: real_fit(0, keep))  # a cache that keeps nothing
+    real_run = E.Evaluation.run
+
+    def run(self):
+        seen.append(self)
+        return real_run(self)
+    monkeypatch.setattr(E.Evaluation, "run", run)
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", r.reason
+        ev = seen[-1]
+        assert not hasattr(ev, "official")
+        assert all(x.device.type == "meta" for side in ev.official_spec for x in side if isinstance(x, torch.Tensor))
+        assert sup.refs.cached(ev.st, ev.official_seed, "default") is None  # nothing else keeps it either
+        again = ev.official_inputs()
+        drawn = sup.refs.inputs(ev.st, ev.official_seed, "default")
+        assert all(torch.equal(a, b) for a, b in zip(again, drawn) if isinstance(a, torch.Tensor))
+        assert [tuple(x.shape) for x in again if isinstance(x, torch.Tensor)] == \
+            [tuple(x.shape) for x in ev.official_spec[0] if isinstance(x, torch.Tensor)]
+    finally:
+        sup.close()
