@@ -12,7 +12,7 @@
 # Still to run (issues 11 and 13, in this order; stop 42 ran test_gpu.py at the 1/8 lend, 40 and dlrm/2 at 1/8, the
 # one-lane and three-lane rollouts and six of the seven rows below, docs/results/h100-stop42.txt):
 #   TESTS_LIMIT=300 TRUSTED_LIMIT=200 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted  (an H200:
-#     23 at full size; stop 42 changed the memory plan, so 23's decoy now runs after timing at full size on an H200)
+#     23 at full size; stop 42's memory changes: no official pair held, redraws in place, the oom verdict's allowance)
 #   then, on the same machine, the lend share compared under control (stop 42's 40 and dlrm/2 at 1/8, CV 5.75% and
 #     10.4%, ran on a slower host than stop 41's 1/8 gains for 23 and 88): TRUSTED_PROBLEMS=kernelbench/level1/40,dlrm/2,
 #     kernelbench/level1/88 TRUSTED_TAG=ls32 TRUSTED_ARGS="--size largest --lend-share 32", and the same with ls8
