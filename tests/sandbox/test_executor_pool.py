@@ -117,7 +117,8 @@ def test_the_baselines_start_beside_dying_processes_and_warm_up_after_them():
                    join=lambda: calls.append("baselines.join"), leases=leases)
     sup = NS(release_memory=lambda: None, pool=pool, baselines=baselines, lanes=None,
              fence=NS(hold=lambda proc, t: calls.append("hold_candidate")))
-    ev = NS(sup=sup, st=None, lease=NS(proc=None), layout=None, official=([], []), device=torch.device("cuda"),
+    ev = NS(sup=sup, st=None, lease=NS(proc=None), layout=None, official_inputs=lambda: [], official_spec=([], []),
+            device=torch.device("cuda"),
             problem=None, req=None, precision="fp32", eval_id="e")
     try:
         TimingPhase(ev).run(EvalResult.__new__(EvalResult))
