@@ -71,18 +71,17 @@ def test_memory_still_taken_with_no_candidate_alive_is_the_harnesss_fault():
         Supervisor.oom_verdict(_sup([0, 0]), _Proc(), torch.OutOfMemoryError("x"), [_dying()])
 
 
-def test_a_candidate_within_its_plan_is_never_blamed_for_the_trusted_sides_memory():
-    """Stop 42 (an H100): the supervisor ran out of memory on an honest kernel for problem 47 at full size, and
-    killing the candidate freed its planned share, enough for the checks; it was paid 0 as ``oom``. A candidate
-    whose processes gave back no more than the plan lends them did not cause it: the plan undercounted the
-    trusted side, which is the harness's fault, raised, never a low reward."""
-    proc = _Proc()
-    with pytest.raises(HarnessError, match="undercounts the trusted side"):
-        Supervisor.oom_verdict(_sup([1 * GiB, 2.5 * GiB], allowed=2 * GiB), proc, torch.OutOfMemoryError("x"), [])
-    assert proc.killed
-    # one byte over its allowance: its own
+def test_the_reason_says_whether_the_candidate_held_more_than_its_plan_lends_it(caplog):
+    """Stop 42 (an H100): an honest kernel for problem 47 at full size was paid 0 as ``oom`` while the supervisor
+    held 32 GiB against 14 planned (causes fixed). A reading after the kill cannot tell the plan's undercount from a
+    candidate's transient peak, and raising a harness fault there would let a candidate raise one at will (a thread
+    that allocates and frees while the supervisor draws inputs): so it stays the candidate's ``oom``, and the reason
+    and a warning say that its processes gave back no more than the plan lends them."""
+    f = Supervisor.oom_verdict(_sup([1 * GiB, 2.5 * GiB], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
+    assert f.category == "oom" and "no more than the 2.0 GiB its plan allows" in f.reason
+    assert any("within its plan" in r.getMessage() for r in caplog.records)
     f = Supervisor.oom_verdict(_sup([0, 2 * GiB + 1], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
-    assert f.category == "oom"
+    assert f.category == "oom" and "more than the 2.0 GiB its plan allows" in f.reason
 
 
 def test_the_allowance_is_the_candidates_executor_and_its_decoys_by_the_plan():
