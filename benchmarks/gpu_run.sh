@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
-#   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted prefetch suite rollout rollout-bad audit profile
+#   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted slotbias prefetch suite rollout rollout-bad audit profile
 #                                         subset medium caps redteam refacc precision lookahead buildfarm ipcspike eval
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
@@ -60,6 +60,10 @@ for stage in "$@"; do
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
              --out "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.json" ${TRUSTED_ARGS:-} \
              > "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.log" 2>&1 ;;  # TRUSTED_TAG: several runs in one call
+    slotbias) # issue 11: the speedup's ground truth per block size, CUDA events in one trusted process (about 60 s)
+              timeout ${SLOTBIAS_LIMIT:-150} python3 "$R/benchmarks/slot_bias.py" \
+                --problems "${SLOTBIAS_PROBLEMS:-kernelbench/level1/40,dlrm/2,kernelbench/level1/88}" \
+                --out "$OUT/slot_bias.json" > "$OUT/slot_bias.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
               { timeout 90 python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;

@@ -106,6 +106,8 @@ def main() -> None:
                "rounds": r.timings.get("rounds"), "stopped_by": r.timings.get("stopped_by"),
                "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
+               "block_overhead_ms": r.timings.get("block_overhead_ms"),
+               "block_overhead_estimates_ms": r.timings.get("block_overhead_estimates_ms"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),
@@ -139,6 +141,14 @@ def main() -> None:
                            median_wall_s=statistics.median(r["wall_s"] for r in rows))
             print(f"== {pid}: speedup mean {m:.4f} CV {100 * summary['cv']:.2f}% range {min(sp):.4f}-{max(sp):.4f}; "
                   f"wall median {summary['median_wall_s']:.2f} s", flush=True)
+            sides = {"candidate": [r["median_ms"] for r in rows]}  # per call, the block's fixed cost removed
+            for key in ("eager_ms", "compile_ms"):
+                sides[key[:-3]] = [r["baseline"].get(key) for r in rows if r["baseline"] and r["baseline"].get(key)]
+            summary["side_median_ms"] = {k: statistics.median(v) for k, v in sides.items() if v}
+            summary["slots"] = rows[0]["slots"]
+            print(f"   slots {summary['slots']}; per call (median of medians): " + ", ".join(
+                f"{k} {v:.4f} ms" for k, v in summary["side_median_ms"].items()) + "; block overhead removed "
+                  + ", ".join(str(r["block_overhead_ms"]) for r in rows) + " ms", flush=True)
         report["problems"][pid] = summary
         Path(args.out).write_text(json.dumps(report, indent=1))
     if load is not None:

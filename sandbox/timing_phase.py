@@ -23,7 +23,7 @@ from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
-from kbenv.sandbox.timing import (BaselineSchedule, PhaseSplit, Series, TimingPlan, fence_overhead, flush_l2, speedup,
+from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan, flush_l2, speedup,
                                   time_block)
 
 
@@ -92,7 +92,9 @@ class TimingPhase:
         plan: TimingPlan = sup.timing_plan
         deadline = Deadline("timing", sup.limits["timing_s"])
         n = len(self.layout.slots)
-        overhead = sup.baselines.overhead_s  # the least fence cost measured so far (trusted processes only)
+        # the fixed cost per block removed from every side's blocks, measured on trusted processes only
+        calib = BlockCalibration(sup.baselines.overhead_s)
+        overhead = calib.overhead_s
         cand = Series("candidate", calls=n, overhead_s=overhead)
         series = {name: Series(name, calls=n, overhead_s=overhead) for name in bases}
         replay: list = []
@@ -118,6 +120,7 @@ class TimingPhase:
                         del x
                     sup.release_memory()
                 sides = [("candidate", self.lease)] + list(timed.items())
+                blocks: dict = {}  # this round's per-call seconds by side, as timed
                 if r % 2:
                     sides.reverse()
                 for name, lease in sides:
@@ -131,6 +134,7 @@ class TimingPhase:
                             per_call = time_block(self.lease, sup.fence, deadline, max(deadline.at - time.monotonic(), 1))
                         else:
                             per_call = self._baseline_block(name, lease)
+                    blocks[name] = per_call
                     if watch:
                         clocks.setdefault(name, []).append(gpustate.sm_clock(self.device.index or 0))
                     if name == "candidate":
@@ -138,13 +142,12 @@ class TimingPhase:
                             replay += self._recheck(seeds, rng, r)
                     if counted >= 0:
                         (cand if name == "candidate" else series[name]).add(counted, per_call)
-                if self.device.type == "cuda" and plan.calibrates(r):  # the fence's cost again, under this
-                    # round's machine state (one fencing per calibrated round: the least over the rounds is what is
-                    # removed; three per round took 0.6-1.4 s of an evaluation, H200; TimingPlan.calibrate_every)
-                    with split("fence_calibration"):
-                        probe = next(iter(bases.values()))
-                        overhead = min(overhead, fence_overhead(probe, sup.fence, repeats=1))
-                        sup.fence.hold(probe.proc, 10.0)  # held again, as every side is between its blocks
+                if self.device.type == "cuda" and plan.calibrates(r):  # the block's fixed cost again, under this
+                    # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); never
+                    # on the candidate's executor
+                    with split("block_calibration"):
+                        overhead = calib.measure(timed, blocks, sup.fence, self.device,
+                                                 Deadline("calibration", 60.0), n)
                     for s in (cand, *series.values()):
                         s.overhead_s = overhead
                 if r >= plan.warmup_rounds:
@@ -167,7 +170,9 @@ class TimingPhase:
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
                        "budget_s": plan.budget_s, "stopped_by": stopped_by,
                        "calls_per_block": n,
-                       "fence_overhead_ms": round(1e3 * overhead, 4),
+                       "block_overhead_ms": round(1e3 * overhead, 4),  # removed from every block (BlockCalibration)
+                       "block_overhead_estimates_ms": [round(1e3 * c, 4) for c in calib.estimates],
+                       "fence_overhead_ms": round(1e3 * calib.fence_s, 4),
                        "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
                        "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
                                                 for s in series.values()},

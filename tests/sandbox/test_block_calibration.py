@@ -1,0 +1,140 @@
+"""The timed block's fixed cost: measured on a trusted baseline, removed from every side, never the candidate's.
+
+A block of n calls takes ``c + n t`` on the supervisor's clock; the lend share decides n, and the speedup must not
+depend on it (issue 11: on an H100 every side's per-call time fell with more slots, dlrm/2 paid 1.30x at 10 slots
+and 1.43x at 32). These tests run the real :class:`BlockCalibration` and :func:`time_block` against executors
+whose block time is known exactly (a fake clock).
+"""
+
+import types
+
+import pytest
+
+from kbenv.sandbox import timing
+from kbenv.sandbox.timing import BlockCalibration, Series, speedup, time_block
+
+FENCE_S = 0.15e-3  # the fence's lock cost, part of every block's fixed cost
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class Executor:
+    """A lease whose block of ``len(ks)`` calls takes ``fixed_s + len(ks) * call_s`` on the fake clock."""
+
+    def __init__(self, clock: Clock, call_s: float, fixed_s: float, slots: int):
+        self.clock, self.call_s, self.fixed_s = clock, call_s, fixed_s
+        self.layout = types.SimpleNamespace(slots=[None] * slots)
+        self.proc = types.SimpleNamespace(name=f"exec-{call_s}")
+        self.blocks: list[list[int]] = []
+
+    def call_block(self, ks, deadline):
+        self.blocks.append(list(ks))
+        self.clock.now += self.fixed_s - FENCE_S + len(ks) * self.call_s
+
+
+class Fence:
+    def __init__(self, clock: Clock):
+        self.clock = clock
+
+    def prepare(self, proc):
+        return []
+
+    def complete(self, proc, pids, timeout_s=10.0):
+        self.clock.now += FENCE_S
+
+    def hold(self, proc, timeout_s=10.0):
+        pass
+
+    def release(self, proc):
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(timing.time, "perf_counter", c)
+    return c
+
+
+def evaluate(clock, slots: int, cand_fixed_s: float = 1.0e-3, rounds: int = 6):
+    """Paired rounds of a candidate (0.12 ms a call) and two baselines (0.18 and 0.30 ms a call), each block with
+    a fixed 1 ms (the candidate's: ``cand_fixed_s``); the calibration as the timing phase runs it. Returns the
+    speedup, the calibration and the trusted executors."""
+    fence = Fence(clock)
+    cand = Executor(clock, 0.12e-3, cand_fixed_s, slots)
+    bases = {"compile": Executor(clock, 0.18e-3, 1.0e-3, slots), "eager": Executor(clock, 0.30e-3, 1.0e-3, slots)}
+    calib = BlockCalibration(FENCE_S)
+    sc, sb = Series("candidate", calls=slots), {k: Series(k, calls=slots) for k in bases}
+    for r in range(rounds):
+        blocks = {"candidate": time_block(cand, fence, None, 1.0)}
+        blocks.update({k: time_block(b, fence, None, 1.0) for k, b in bases.items()})
+        sc.add(r, blocks["candidate"])
+        for k in bases:
+            sb[k].add(r, blocks[k])
+        overhead = calib.measure(bases, blocks, fence, types.SimpleNamespace(type="cpu"), None, slots)
+        for s in (sc, *sb.values()):
+            s.overhead_s = overhead
+    return speedup(sc, sb), calib, cand, bases
+
+
+@pytest.mark.parametrize("slots", [10, 16, 32])  # blocks over twice the intercept (Series: at most half)
+def test_the_block_intercept_is_removed_so_the_slot_count_does_not_move_the_speedup(clock, slots):
+    sp, calib, _, _ = evaluate(clock, slots)
+    assert calib.overhead_s == pytest.approx(1.0e-3)
+    assert sp.best == "compile"
+    assert sp.ratio == pytest.approx(0.18 / 0.12)  # the calls' own times, whatever n
+
+
+def test_removing_only_the_fence_cost_lets_the_slot_count_move_the_speedup(clock):
+    """What the calibration corrects (this test fails if the intercept is not what is removed): with only the
+    fence's cost removed, the ratio falls towards 1 as the slots get fewer."""
+    def fence_only(slots):
+        sp, calib, _, _ = evaluate(clock, slots)
+        b, c = (0.18e-3 * slots + 1.0e-3 - FENCE_S), (0.12e-3 * slots + 1.0e-3 - FENCE_S)
+        return b / c, sp.ratio
+    few, many = fence_only(10), fence_only(32)
+    assert few[0] < many[0] - 0.1  # the bias, as measured on the H100
+    assert few[1] == pytest.approx(many[1]) == pytest.approx(1.5)  # gone with the intercept removed
+
+
+def test_the_intercept_is_measured_on_the_fastest_trusted_executor_with_a_block_of_its_first_call(clock):
+    _, _, cand, bases = evaluate(clock, 8)
+    assert all(len(b) == 8 for b in cand.blocks)  # the candidate's blocks: whole, never a calibration's
+    assert [b for b in bases["compile"].blocks if len(b) != 8] == [[0]] * 6  # one per calibrated round
+    assert all(len(b) == 8 for b in bases["eager"].blocks)
+
+
+def test_a_candidates_own_fixed_cost_per_block_is_never_removed(clock):
+    """Known-bad: a candidate that spends a long fixed time per block (say, to be credited as a large intercept)
+    is charged for it: only the trusted executors' intercept is removed."""
+    slow_sp, calib, _, _ = evaluate(clock, 8, cand_fixed_s=5.0e-3)
+    assert calib.overhead_s == pytest.approx(1.0e-3)
+    assert slow_sp.ratio == pytest.approx(0.18e-3 / (0.12e-3 + 4.0e-3 / 8))
+    honest, _, _, _ = evaluate(clock, 8)
+    assert slow_sp.ratio < honest.ratio
+
+
+def test_one_disturbed_calibration_does_not_set_the_figure_removed():
+    """The median of the estimates: a one-call block slowed by the driver once (a 4 ms outlier) would otherwise
+    shorten every block by too much, the faster side's most."""
+    calib = BlockCalibration(FENCE_S)
+    calib.estimates = [1.0e-3, 1.1e-3, 4.0e-3, 0.9e-3, 1.0e-3]
+    assert calib.overhead_s == pytest.approx(1.0e-3)
+    assert BlockCalibration(FENCE_S).overhead_s == FENCE_S  # before any estimate: the fence's cost
+
+
+def test_with_one_slot_the_fence_cost_is_removed_as_before(clock, monkeypatch):
+    """No slope to tell the fixed cost from the call's with one call a block: the least fence cost measured."""
+    measured = iter([0.4e-3, 0.2e-3, 0.3e-3])
+    monkeypatch.setattr(timing, "fence_overhead", lambda lease, fence, repeats=7: next(measured))
+    calib = BlockCalibration(0.5e-3)
+    fence, bases = Fence(clock), {"eager": Executor(clock, 1e-3, 1e-3, 1)}
+    got = [calib.measure(bases, {"eager": 2e-3}, fence, None, None, 1) for _ in range(3)]
+    assert got == pytest.approx([0.4e-3, 0.2e-3, 0.2e-3])
+    assert calib.estimates == [] and bases["eager"].blocks == []
