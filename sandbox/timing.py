@@ -344,8 +344,8 @@ class BlockCalibration:
     4-10 and 16-32 slots) every side's per-call time fell with more slots, by a fixed ~0.9-1.3 ms per block
     (the message, the executor's wake-up, the first launch after the driver's unlock, the fence), of which the
     fence's lock cost removed only 0.13-0.17 ms; the rest, over few calls, pulled the ratio towards 1 (dlrm/2:
-    1.30x at 10 slots, 1.43x at 32). Measured as the intercept of one trusted side's two blocks of the same round:
-    its full block (n calls, ``T_n``) and, right after it with the L2 evicted again, a block of its first call
+    1.28-1.32x at 10 slots, 1.39-1.47x at 32). Measured as the intercept of one trusted side's two blocks of the
+    same round: its full block (n calls, ``T_n``) and, right after it with the L2 evicted again, a block of its first call
     alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of a phase's estimates (a
     disturbed one-call block would shorten every block by too much, the faster side's most); with one slot there
     is no slope to tell ``c`` from ``t``, and the fence's cost (:func:`fence_overhead`, the least measured) is

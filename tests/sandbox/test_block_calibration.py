@@ -1,8 +1,8 @@
 """The timed block's fixed cost: measured on a trusted baseline, removed from every side, never the candidate's.
 
 A block of n calls takes ``c + n t`` on the supervisor's clock; the lend share decides n, and the speedup must not
-depend on it (issue 11: on an H100 every side's per-call time fell with more slots, dlrm/2 paid 1.30x at 10 slots
-and 1.43x at 32). These tests run the real :class:`BlockCalibration` and :func:`time_block` against executors
+depend on it (issue 11: on an H100 every side's per-call time fell with more slots, dlrm/2 paid 1.28-1.32x at 10
+slots and 1.39-1.47x at 32). These tests run the real :class:`BlockCalibration` and :func:`time_block` against executors
 whose block time is known exactly (a fake clock).
 """
 
