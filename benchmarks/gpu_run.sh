@@ -54,7 +54,7 @@ for stage in "$@"; do
   case $stage in
     tests) # about 200 s on the H200 (9 tests)
            timeout ${TESTS_LIMIT:-240} python3 -m pytest "$R/tests/sandbox/test_gpu.py" -q -p no:cacheprovider -o addopts="" \
-             ${TESTS_K:+-k "$TESTS_K"} \
+             ${TESTS_K:+-k "$TESTS_K"} ${TESTS_ARGS:-} \
              --rootdir "$R" -c "$R/pyproject.toml" > "$OUT/tests.log" 2>&1 ;;
     trusted) timeout ${TRUSTED_LIMIT:-300} python3 "$R/benchmarks/trusted_bench.py" --repeats ${REPEATS:-5} \
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
