@@ -274,25 +274,31 @@ class BaselineExecutors:
         return self._leases
 
     def get(self, problem, size: str, precision: str, rounds: int = 5) -> dict:
-        """The baselines alone (no candidate): medians of ``rounds`` blocks per kind through the executor path,
-        recorded on disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It
+        """The baselines alone (no candidate): medians of ``rounds`` blocks per kind through the executor path, the
+        block's fixed cost removed as the timing phase removes it (cuda: ``timing.BlockCalibration``), recorded on disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It
         also fills torch.compile's on-disk cache ahead of a run."""
-        from kbenv.sandbox.timing import Series, flush_l2, time_block
+        from kbenv.sandbox.timing import BlockCalibration, Series, flush_l2, time_block
         sup = self.sup
         st = sup.refs.state(problem, size, precision)
         inputs, _ = sup.refs.pair(st, sup.secret.seed(problem.id, size, "official"), "default")
         layout = sup.layout_for(st, inputs)
         leases = self.leases(st, layout, inputs, reuse=True)
-        series = {kind: Series(kind) for kind in leases}
+        n = len(layout.slots)
+        series = {kind: Series(kind, calls=n) for kind in leases}
+        calib = BlockCalibration(self.overhead_s)  # the block's fixed cost, as the timing phase removes it
         for r in range(rounds + 1):
             for kind, lease in leases.items():
-                for k in range(len(layout.slots)):
+                for k in range(n):
                     lease.write_inputs(k, inputs)
                 flush_l2(sup.device)
-                per_call = time_block(lease, sup.fence, Deadline("baseline", 600), 60.0, self.overhead_s)
+                per_call = time_block(lease, sup.fence, Deadline("baseline", 600), 60.0)
+                if sup.device.type == "cuda":
+                    calib.measure({kind: lease}, {kind: per_call}, sup.fence, sup.device, Deadline("baseline", 60), n)
                 sup.fence.release(lease.proc)
                 if r:
-                    series[kind].raw_s.append(per_call)  # time_block removed the fence's cost already
+                    series[kind].add(r - 1, per_call)
+        for s in series.values():
+            s.overhead_s = calib.overhead_s
         out = {f"{k}_ms": s.median_ms for k, s in series.items()}
         best = min(series.values(), key=lambda s: s.median_ms)
         out.update(best=best.name, best_ms=best.median_ms)
