@@ -275,8 +275,9 @@ class BaselineExecutors:
 
     def get(self, problem, size: str, precision: str, rounds: int = 5) -> dict:
         """The baselines alone (no candidate): medians of ``rounds`` blocks per kind through the executor path, the
-        block's fixed cost removed as the timing phase removes it (cuda: ``timing.BlockCalibration``), recorded on disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It
-        also fills torch.compile's on-disk cache ahead of a run."""
+        block's fixed cost removed as the timing phase removes it (cuda: ``timing.BlockCalibration``), recorded on
+        disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It also fills
+        torch.compile's on-disk cache ahead of a run."""
         from kbenv.sandbox.timing import BlockCalibration, Series, flush_l2, time_block
         sup = self.sup
         st = sup.refs.state(problem, size, precision)
