@@ -9,21 +9,17 @@
 #   nvidia-h200-x2: bash benchmarks/gpu_run.sh prefetch suite          (SUITE_ONLY=... finishes a cut-short run)
 #   nvidia-h200-x2: ROLLOUT_GPUS=2 ROLLOUT_LIMIT_2=180 bash benchmarks/gpu_run.sh prefetch rollout rollout-bad
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
-# Still to run (issues 11 and 13, in this order; stop 42 ran test_gpu.py at the 1/8 lend, 40 and dlrm/2 at 1/8, the
-# one-lane and three-lane rollouts and six of the seven rows below, docs/results/h100-stop42.txt):
-#   TESTS_LIMIT=300 TRUSTED_LIMIT=200 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh tests trusted  (an H200:
-#     23 at full size; stop 42's memory changes: no official pair held, redraws in place, the oom verdict's allowance)
-#   then, on the same machine, the lend share compared under control (stop 42's 40 and dlrm/2 at 1/8, CV 5.75% and
-#     10.4%, ran on a slower host than stop 41's 1/8 gains for 23 and 88): TRUSTED_PROBLEMS=kernelbench/level1/40,dlrm/2,
-#     kernelbench/level1/88 TRUSTED_TAG=ls32 TRUSTED_ARGS="--size largest --lend-share 32", and the same with ls8
-#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 bash benchmarks/gpu_run.sh prefetch rollout   (one lane, whole: 47 at full size
-#     failed as oom at stop 42, fixed after; the next-problem hint's first run was cut after 13 of 16)
+# Still to run (issues 11 and 13; stop 44 ran test_gpu.py 12/12, the lend shares with the block intercept on one
+# host, slotbias, 23 at medium and the whole one-lane rollout, docs/results/h100-stop44.txt):
+#   TESTS_LIMIT=400 TRUSTED_LIMIT=200 TRUSTED_PROBLEMS=kernelbench/level1/23 TRUSTED_ARGS="--size largest" \
+#     bash benchmarks/gpu_run.sh tests trusted   (an H200: 23 at full size, CV <= 1% and wall <= 4 s)
 #   KBENV_LANE_PREEMPT=0 ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=3 ROLLOUT_TAG=b15nopre \
 #     ROLLOUT_ARGS="--timing-budget 1.5" bash benchmarks/gpu_run.sh rollout   (and ROLLOUT_TAG=b15 with it on, same machine)
 #   REDTEAM_SHARDS="3/4 4/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
-#     then REDTEAM_SHARDS="" REDTEAM_LIMITS="--lanes 2 ..." REDTEAM_ONLY="89:sleep_import" (the last row of shards 1-2 not
-#     yet run under lanes)
+#     then REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=150 REDTEAM_LIMITS="--lanes 2 ..." REDTEAM_ONLY="89:sleep_import" (the last
+#     row of shards 1-2 not yet run under lanes; the stage's own limit must be under the call's, or nothing comes back)
 #   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
+#   bash benchmarks/gpu_run.sh prefetch   (kbenv baselines build now removes the block intercept: not yet run since)
 set -u
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 OUT=/tmp/gpuout; mkdir -p "$OUT"   # the device tool returns at most 8 files: everything is packed at the end
