@@ -349,8 +349,9 @@ class BlockCalibration:
     first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of a phase's
     estimates (a disturbed one-call block would shorten every block by too much, the faster side's most); with one
     slot there is no slope to tell ``c`` from ``t``, and the fence's cost (:func:`fence_overhead`, the least
-    measured) is removed as before. With it (H100, stop 44, host B): dlrm/2 1.634x at 10 slots and 1.648x at 32, 40 1.101x at 4
-    and 1.085x at 16, against the same host's in-process truth by CUDA events (``benchmarks/slot_bias.py``).
+    measured) is removed as before. With it (H100, stop 44, host B): dlrm/2 1.634x at 10 slots and 1.648x at 32,
+    40 1.101x at 4 and 1.085x at 16, against the same host's in-process truth by CUDA events
+    (``benchmarks/slot_bias.py``).
 
     What a candidate can do about it: nothing to the figure (its processes are held while a baseline is
     measured); its own fixed cost stays in its blocks, so one lower than a baseline's (a faster wake-up of its
