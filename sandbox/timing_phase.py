@@ -142,10 +142,10 @@ class TimingPhase:
                             replay += self._recheck(seeds, rng, r)
                     if counted >= 0:
                         (cand if name == "candidate" else series[name]).add(counted, per_call)
-                if self.device.type == "cuda" and plan.calibrates(r):  # the block's fixed cost again, under this
+                if self._calibrates(plan, r):  # the block's fixed cost again, under this
                     # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); never
                     # on the candidate's executor
-                    with split("block_calibration"):
+                    with split("block_calibration"), self._trusted_faults("calibration", timed):
                         overhead = calib.measure(timed, blocks, sup.fence, self.device,
                                                  Deadline("calibration", 60.0), n)
                     for s in (cand, *series.values()):
@@ -188,15 +188,26 @@ class TimingPhase:
         return {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "floor_ms": floor_ms,
                 "replay_checks": replay, "speedup": sp.ratio}
 
+    def _calibrates(self, plan: TimingPlan, r: int) -> bool:
+        """Whether round ``r`` measures the block's fixed cost (cuda only: the CPU's times earn no credit)."""
+        return self.device.type == "cuda" and plan.calibrates(r)
+
     def _baseline_block(self, name: str, lease: Lease) -> float:
-        """A trusted baseline's block, under its own deadline. Its failure is the harness's (BaselineError),
-        except running out of device memory, which is judged like any OOM of the trusted side while a candidate
-        is alive (the candidate's ``oom`` if killing it frees the memory)."""
+        """A trusted baseline's block, under its own deadline (its failures: :meth:`_trusted_faults`)."""
         self.sup.fence.release(lease.proc)  # held since its last block, as the candidate is: like measurements
-        try:
+        with self._trusted_faults(name, {name: lease}):
             return time_block(lease, self.sup.fence, Deadline(f"{name} baseline", 60.0), 60.0)
+
+    @contextlib.contextmanager
+    def _trusted_faults(self, name: str, leases: dict):
+        """A trusted baseline's work (a timed block, the block calibration's): a failure of it is the harness's
+        (BaselineError), never the candidate's, except running out of device memory, which is judged like any OOM
+        of the trusted side while a candidate is alive (the candidate's ``oom`` if killing it frees the memory)."""
+        try:
+            yield
         except CandidateFault as f:
-            self.sup.fence.release(lease.proc)
+            for lease in leases.values():
+                self.sup.fence.release(lease.proc)
             if f.category == "oom":
                 raise torch.OutOfMemoryError(f"the {name} baseline ran out of device memory: {f.error}") from None
             raise BaselineError(f"the {self.problem.id} {name} baseline failed while timed: {f.reason}\n"

@@ -460,3 +460,38 @@ def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one
             assert r.verdict == "pass" and r.facts["decoy"]["noop_correct"] is False, (r.category, r.reason, r.error)
     finally:
         sup.close()
+
+
+def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_harness_error(cache_dir, monkeypatch):
+    """The block's fixed cost is measured on a trusted baseline's executor (``timing.BlockCalibration``, cuda only:
+    here forced on the CPU, where it runs through the same path); a failure of that trusted work is kbenv's fault,
+    raised as a BaselineError, never the candidate's timeout or crash."""
+    from kbenv.sandbox import timing_phase as E
+    from kbenv.sandbox.baselines import BaselineError
+    from kbenv.sandbox.executors import CandidateFault
+    from kbenv.sandbox.timing import BlockCalibration
+    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r: True)
+    probed = []
+    real = BlockCalibration.measure
+
+    def spy(self, trusted, per_call, fence, device, deadline, n):
+        probed.extend(lease.proc.trusted for lease in trusted.values())
+        return real(self, trusted, per_call, fence, device, deadline, n)
+    monkeypatch.setattr(BlockCalibration, "measure", spy)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert probed and all(probed)  # trusted executors only
+        n = r.timings["calls_per_block"]
+        assert (len(r.timings["block_overhead_estimates_ms"]) > 0) == (n > 1)
+
+        def failing(self, *a, **k):
+            raise CandidateFault("timeout", "the executor's GPU work did not end within 60 s of its reply")
+        monkeypatch.setattr(BlockCalibration, "measure", failing)
+        with pytest.raises(BaselineError, match="calibration baseline failed"):
+            sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        monkeypatch.setattr(BlockCalibration, "measure", real)
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
+    finally:
+        sup.close()
