@@ -27,6 +27,10 @@ from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit
                                   time_block)
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 class TimingPhase:
     def __init__(self, ev):
         self.ev = ev
@@ -176,7 +180,9 @@ class TimingPhase:
                        "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
                        "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
                                                 for s in series.values()},
-                       "speedup_rel_ci95": sp.rel_ci95, "paired_rel_ci95": sp.paired_rel_ci95, "floor_ms": floor_ms,
+                       # null where too few rounds bound them (the CPU's two): a record is strict JSON
+                       "speedup_rel_ci95": _finite(sp.rel_ci95), "paired_rel_ci95": _finite(sp.paired_rel_ci95),
+                       "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
         res.facts["baselines_pruned"] = schedule.pruned  # timed only every few rounds after that many: far slower

@@ -565,3 +565,14 @@ def test_the_interval_ends_the_rounds_only_after_enough_paired_ratios():
     assert plan.stop(6, 0.001, past_budget=True) == "budget"
     assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False) == "interval"
     assert plan.stop(plan.interval_min_rounds, 0.05, past_budget=False) is None
+
+
+def test_a_timed_result_is_strict_json_even_where_too_few_rounds_bound_the_speedup(supervisor):
+    """The result is the record (docs/result-schema.md), and records are exported as strict JSON (``kbenv
+    export``): a figure that cannot be bounded (the CPU's two counted rounds: no interval) is null, never inf.
+    Before stop 44 every CPU run's export failed on ``timings.speedup_rel_ci95``."""
+    import json
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+    assert r.verdict == "pass", (r.category, r.reason, r.error)
+    assert r.timings["rounds"] < 3 and r.timings["speedup_rel_ci95"] is None
+    json.dumps(r.to_dict(), allow_nan=False)
