@@ -11,7 +11,7 @@ median per-call time by each clock, and per n the ratio of the faster baseline t
 
 What it answers: a per-call time that falls with n by the GPU's clock is the GPU's own (cold-start) cost; one that
 falls only by the host clock is a fixed cost per block, which the timing phase removes as the block intercept it
-measures on a trusted baseline (``kbenv.sandbox.timing.block_intercept``). The events' ratio at the largest n is
+measures on a trusted baseline (``kbenv.sandbox.timing.BlockCalibration``). The events' ratio at the largest n is
 the speedup the timing phase should report whatever its slot count.
 """
 

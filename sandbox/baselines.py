@@ -73,7 +73,8 @@ class BaselineExecutors:
         self._owner: str | None = None  # the evaluation the current processes were opened for (cuda)
         self._warming: list[int] | None = None  # slots of the warm-up block sent early, replies not yet read
         self.setup_seconds: dict = {}  # where the latest evaluation's baseline setup spent its time (a fact)
-        self.overhead_s = 0.0  # the fence's fixed cost per block, measured on these trusted processes
+        self.overhead_s = 0.0  # the fence's least cost, measured on these trusted processes (BlockCalibration's
+        # figure for blocks of one call, and its figure before any estimate)
         self.cache_dir = Path(sup.cache_dir) / "baselines"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 

@@ -41,10 +41,10 @@ class TimingPlan:
     (1.63 ms) became the denominator: the candidate was paid 1.20x where the other four evaluations paid
     1.08-1.10x.
 
-    On cuda the fence's fixed cost is measured again in the warm-up round and the first three counted rounds, then
-    every ``calibrate_every`` rounds (the least figure is removed from every block): once a round, it took 2.1 s of
-    the 37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did
-    not get.
+    On cuda the block's fixed cost is measured again in the warm-up round and the first three counted rounds, then
+    every ``calibrate_every`` rounds (:class:`BlockCalibration`): the fence's cost once a round took 2.1 s of the
+    37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not
+    get.
 
     The interval rule applies from ``interval_min_rounds`` counted rounds on (six paired ratios, six blocks of each
     order per side), never sooner: its half-width comes from the paired ratios' interquartile range, and from the
@@ -72,7 +72,7 @@ class TimingPlan:
         return "budget" if past_budget else None
 
     def calibrates(self, r: int) -> bool:
-        """Whether round ``r`` (warm-up rounds included) measures the fence's cost again."""
+        """Whether round ``r`` (warm-up rounds included) measures the block's fixed cost again."""
         return r < self.warmup_rounds + 3 or r % max(self.calibrate_every, 1) == 0
 
     @classmethod
@@ -84,8 +84,8 @@ class TimingPlan:
 @dataclasses.dataclass
 class Series:
     """Per-call seconds of one side, one entry per counted round it was timed in: ``raw_s`` as timed (a block's
-    time over its ``calls``), and :attr:`per_call_s` with ``overhead_s``, the fence's fixed cost per block, removed
-    (never more than half a block). ``rounds``: the counted round of each entry, where the side was not timed in
+    time over its ``calls``), and :attr:`per_call_s` with ``overhead_s``, the block's fixed cost
+    (:class:`BlockCalibration`), removed (never more than half a block). ``rounds``: the counted round of each entry, where the side was not timed in
     every round (a pruned baseline, :class:`TimingPlan`); empty means one entry per round from the first."""
 
     name: str
