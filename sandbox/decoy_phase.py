@@ -5,6 +5,11 @@ The supervisor rewrites every ``@triton.jit`` and ``__global__`` body of the sou
 returns a correct output, the kernels do not produce it (a decoy: ``rewards.verdict.decoy_checks``). A no-op run
 that returns no output also fails the check. Beside correctness (:class:`DecoyRun`) where a fence waits for one
 process's work and the memory plan has room; otherwise after the timing phase, alone (``Evaluation.run_phases``).
+
+A run that ended is parked (``Evaluation.park``): its executor held by the fence (its GPU work ended, no more can
+start, its CPU stopped, as the candidate's is through the baselines' set-up) and killed once the timing phase has
+ended, so that its death (1.5-1.8 s for a CUDA context on an H100) is no longer waited for on the way into timing.
+A run that failed is killed at once, as before.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ class DecoyPhase:
                 # the room beside it (ExecutorPool.take)
                 plan = getattr(ev.sup, "plan", None)
                 proc = ev.sup.pool.take(beside_bytes=plan.decoy_bytes if run is not None and plan else 0)
-            lease = None
+            lease, parked = None, False
             try:
                 if run is not None:
                     run.using(proc)
@@ -75,6 +80,8 @@ class DecoyPhase:
                 with split("call_and_judge"):
                     ev._run_block(lease, [("default", None, PATTERN_A)],
                                   Deadline("decoy", ev.sup.limits["trial_s"]), judge)
+                with split("park"):
+                    parked = ev.park(proc, lease)  # held, not killed: its death is off the timing phase's path
             except CandidateFault as f:
                 # the no-op version returned no output: nothing shows that the kernels produce it (a decoy:
                 # rewards.verdict.decoy_checks); a run beside correctness is made again alone first (run_phases)
@@ -82,8 +89,9 @@ class DecoyPhase:
                 out["noop_failure"] = f.category
                 out["noop_reason"] = (f.reason or "")[:300]
             finally:
-                ev.sup.fence.release(proc)
-                ev.sup.pool.dispose(proc, lease, start_spares=False)
+                if not parked:  # a run that failed: killed now, reaped off the path
+                    ev.sup.fence.release(proc)
+                    ev.sup.pool.dispose(proc, lease, start_spares=False)
         ev.sup.release_memory()
         out["seconds"] = round(time.monotonic() - t0, 4)
         out["split_s"] = split.seconds()

@@ -46,6 +46,9 @@ def claims_fault(done: protocol.Done) -> CandidateFault | None:
     return None
 
 
+PARK_HOLD_S = 5.0  # how long a parked decoy's queued GPU work may take to end before it is killed instead
+
+
 class EarlierExecutorHeldMemory(Exception):
     """The trusted side ran out of device memory that an earlier evaluation's dying executor held (internal:
     :meth:`Supervisor.evaluate` runs the evaluation again; never a verdict, never a HarnessError)."""
@@ -70,6 +73,7 @@ class Evaluation:
         self.build_wait_s = 0.0  # of the compile phase, the wait for the candidate's build still running ahead
         self.correctness_split: dict = {}  # where correctness spent its time (a fact, set once it ran)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
+        self._parked: list[tuple] = []  # (executor, lease): decoy runs that ended, held until timing has ended
         self.trial_errors: dict[int, float] = {}  # per output: the timed domain's trials' relative error
         self._ticks = threading.Lock()
 
@@ -130,9 +134,11 @@ class Evaluation:
         except CandidateFault as f:
             res.fail(f.category, f.reason, f.error)
         except torch.OutOfMemoryError as e:
-            f = self.sup.oom_verdict(proc, e, self.earlier, self.retried)
+            # its parked decoy ran the candidate's code too: killed with its executor, and counted with it
+            f = self.sup.oom_verdict(proc, e, self.earlier, self.retried, others=self._take_parked())
             res.fail(f.category, f.reason, f.error)
         finally:
+            self._dispose_parked()
             self._dispose_executor(proc)
             if res.verdict != "pass":  # its decoy's build, if it has not started, goes: builders to the next ones
                 self._withdraw_decoy_build()
@@ -193,6 +199,7 @@ class Evaluation:
                 beside.join()
         self.sup.checkpoint()
         timing = self.timing(res) if self.req.measure_time else None
+        self._dispose_parked()  # the decoy's executor held through timing dies beside the verdict and what follows
         if dec is None:
             # Where it could not run beside correctness it runs now, after the timing phase, alone: never in or
             # just before a timing phase, and with the candidate's executor gone first (its work is done), so
@@ -220,6 +227,39 @@ class Evaluation:
             self._disposed = True
             self.sup.fence.release(proc)
             self.sup.pool.dispose(proc, self.lease)
+
+    def park(self, proc, lease) -> bool:
+        """A decoy run that ended: its executor held (the fence: its submitted GPU work ended, no more can start,
+        every process of it stopped) instead of killed, until the timing phase has ended
+        (:meth:`_dispose_parked`). A killed CUDA context takes 1.5-1.8 s to go (H100, stop 44), and none may be
+        dying on the GPU while the baselines warm up or anything is timed, so a decoy killed as correctness ended
+        was waited for on the path into timing; held, it is as quiet as the candidate's own executor is then, and
+        dies beside the verdict and the next evaluation's start. Its replacement spare is spawned now (not
+        started: no GPU context while a timing phase is ahead). False where it cannot be held (work of its own
+        still running): the caller kills it now."""
+        try:
+            self.sup.fence.hold(proc, PARK_HOLD_S)
+        except CandidateFault:
+            return False
+        with self._ticks:  # (the decoy's thread parks; the evaluation's disposes)
+            self._parked.append((proc, lease))
+        self.sup.pool.refill(start=False)
+        return True
+
+    def parked_pids(self) -> list[int]:
+        with self._ticks:
+            return [pid for p, _ in self._parked for pid in p.pids()]
+
+    def _take_parked(self) -> list[tuple]:
+        with self._ticks:
+            parked, self._parked = self._parked, []
+        return parked
+
+    def _dispose_parked(self, start_spares: bool = True) -> None:
+        """Parked decoy executors go: released by the fence and killed, reaped off the path."""
+        for proc, lease in self._take_parked():
+            self.sup.fence.release(proc)
+            self.sup.pool.dispose(proc, lease, start_spares=start_spares)
 
     def _decoy_beside(self, beside: "DecoyRun") -> dict:
         """The decoy run beside correctness, once correctness passed: its result (waited for here, on the path)."""

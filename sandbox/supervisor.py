@@ -344,7 +344,8 @@ class Supervisor:
         tasks = f"{process.TASK_LIMIT} tasks" if process.userns_task_limit() else "no task limit (Linux < 5.14)"
         return f"bwrap, user namespace, {tasks}, {writes}"
 
-    def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False) -> CandidateFault:
+    def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False,
+                    others: list = ()) -> CandidateFault:
         """The trusted side ran out of device memory while a candidate's executor was alive: kill it, and judge by
         what that gave back: if the memory is then free, the candidate's ``oom``; still not free with no candidate
         alive, the machine is too small (raised). The reason says whether its processes gave back more than the
@@ -356,17 +357,25 @@ class Supervisor:
         raise a harness fault at will.
 
         Every process that ran this candidate's code counts, not only ``proc``: the decoy's executor runs the
-        candidate's own module code (its no-op rewrite) beside correctness, and can hold memory too. It has been
-        disposed by the time this runs (the evaluation joins its decoy run first), so the wait for every disposed
-        executor to be reaped frees what it held before the free memory is read.
+        candidate's own module code (its no-op rewrite) beside correctness, and can hold memory too. A decoy run
+        that ended is held until the timing phase ends (``Evaluation.park``): such executors come as ``others``,
+        (executor, lease) pairs, and are killed with ``proc``, after the free memory is first read, so that what
+        they held counts as the candidate's. A failed decoy run was disposed at once: the wait for every disposed
+        executor to be reaped frees what it held before the free memory is read again.
 
         ``earlier``: the reapers of executors that were still dying when this evaluation began (an earlier
         candidate's, which may have held more than its plan: nothing binds an executor's device memory from
         outside). They are waited for first, with this candidate's executor still alive; if that frees the
         memory, the earlier candidate took it and this evaluation is run again (:class:`EarlierExecutorHeldMemory`),
         never judged for it. That happens once (``retried``)."""
-        if self.device.type != "cuda":
+        def kill_candidate() -> None:
             proc.kill()
+            for p, lease in others:
+                self.fence.release(p)
+                self.pool.dispose(p, lease, start_spares=False)
+
+        if self.device.type != "cuda":
+            kill_candidate()
             return CandidateFault("oom", "out of memory while the candidate's executor was alive", str(err)[-2000:])
         need = 2 << 30
         for t in earlier:
@@ -376,9 +385,9 @@ class Supervisor:
             baselines.wait_reaped()  # an earlier evaluation's baseline set: its memory back before anything is read
         before = self._free_device_bytes()
         if earlier and not retried and before >= need:
-            proc.kill()
+            kill_candidate()
             raise EarlierExecutorHeldMemory(str(err)[-500:])
-        proc.kill()
+        kill_candidate()
         self.pool.join()  # disposed executors (this evaluation's decoy among them) gone, their memory back
         free = self._free_device_bytes()
         if free < need:

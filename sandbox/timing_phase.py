@@ -59,8 +59,9 @@ class TimingPhase:
             sup.fence.hold(self.lease.proc, 30.0)
         with setup("baseline_ready"):  # their contexts and models: nothing timed or timing-shaping, so this
             sup.baselines.ready(st, self.layout, owner=self.eval_id)  # overlaps the processes still dying
-        # every disposed executor has exited (a decoy's beside correctness, earlier evaluations'; cuda: a dying CUDA
-        # context must not share the GPU with the baselines' warm-up, where torch.compile autotunes, nor with timing)
+        # every disposed executor has exited (a failed decoy run's, earlier evaluations'; cuda: a dying CUDA context
+        # must not share the GPU with the baselines' warm-up, where torch.compile autotunes, nor with timing). A decoy
+        # run that ended is held, not dying (Evaluation.park): it is killed once this phase ends
         with setup("reap_executors"):
             sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)
         with setup("reap_baselines"):
@@ -83,7 +84,8 @@ class TimingPhase:
             res.facts["cpus"] = fact
             watch = getattr(sup, "gpu_state_facts", False)
             roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),
-                     "spare": [pid for p in sup.pool.spares for pid in p.pids()]} if watch else {}
+                     "spare": [pid for p in sup.pool.spares for pid in p.pids()],
+                     "decoy_held": self.ev.parked_pids()} if watch else {}
             before = gpustate.snapshot(self.device.index or 0, roles) if watch else None
             out = self._timed_rounds(res, bases, paused)
             if watch:  # what held a context, the clocks and why, as timing began and ended (NVML; a fact only)

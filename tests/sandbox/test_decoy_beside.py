@@ -162,3 +162,94 @@ def test_the_decoys_wait_for_its_build_ahead_is_a_fact_of_its_split(cache_dir, m
         assert r.facts["decoy"]["split_s"]["build_wait"] >= 0.45, r.facts["decoy"]
     finally:
         sup.close()
+
+
+def _ticks(pid: int) -> int:
+    """The CPU time (clock ticks, every thread) a process has used; -1 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return -1
+
+
+def _thread_names(pid: int) -> list[str]:
+    import os
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def test_a_decoy_run_that_ended_is_held_through_the_timing_phase_and_killed_after_it(cache_dir, monkeypatch):
+    """A killed CUDA context takes 1.5-1.8 s to go (H100, stop 44), and the timing phase waits for every dying one:
+    a decoy killed as correctness ended was that wait on every evaluation's path. A decoy run that ended is now
+    held by the fence through the timing phase (``Evaluation.park``) and killed after it. Known-bad
+    (``23/wrong/decoy_hog``): a candidate that notices it runs as the no-op rewrite starts a thread that keeps
+    working, to slow the baselines timed next. Held, that thread makes no progress while timing runs; the
+    candidate passes, as its honest twin does."""
+    import time
+
+    from kbenv.agents.scripted import KnownBadPolicy
+    from kbenv.prompts import extract_code
+    from kbenv.sandbox import timing_phase as TP
+    from kbenv.sandbox.process import proc_state
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    pid = "kernelbench/level1/23"
+    src = extract_code(KnownBadPolicy("decoy_hog").act({"problem_id": pid, "prompt": "", "system": "", "turn": 0,
+                                                        "feedback": ""}))
+    real, seen = TP.TimingPhase.run, {}
+
+    def run(self, res):
+        parked = list(self.ev._parked)
+        pids = [q for p, _ in parked for q in p.pids()]
+        seen.update(parked=[p for p, _ in parked], held=[self.sup.fence.holds(p) for p, _ in parked],
+                    dying=[t for t, _, _ in self.sup.pool._reapers if t.is_alive()],
+                    states={q: proc_state(q) for q in pids}, names=[n for q in pids for n in _thread_names(q)],
+                    ticks={q: _ticks(q) for q in pids})
+        out = real(self, res)
+        time.sleep(0.3)  # a running hog would spend these 30 ticks
+        seen["ticks_after"] = {q: _ticks(q) for q in pids}
+        seen["held_after"] = [self.sup.fence.holds(p) for p in seen["parked"]]
+        return out
+    monkeypatch.setattr(TP.TimingPhase, "run", run)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30}, decoy_beside=True)
+    try:
+        r = sup.evaluate(EvalRequest(problem=pid, candidate=src))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        assert r.facts["decoy"]["beside"] and r.facts["decoy"]["noop_correct"] is False, r.facts["decoy"]
+        assert "park" in r.facts["decoy"]["split_s"], r.facts["decoy"]
+        assert len(seen["parked"]) == 1 and seen["held"] == [True] and seen["held_after"] == [True], seen
+        assert "kbhog" in seen["names"], seen["names"]  # the saboteur's thread was there, started
+        assert seen["states"] and set(seen["states"].values()) == {"T"}, seen["states"]
+        assert seen["ticks_after"] == seen["ticks"], (seen["ticks"], seen["ticks_after"])
+        assert not any(seen["parked"][0].proc.poll() is None and p is seen["parked"][0] for p in sup.pool.taken)
+        sup.pool.join()
+        assert seen["parked"][0].proc.poll() is not None  # killed after the timing phase, and reaped
+    finally:
+        sup.close()
+
+
+def test_a_decoy_run_whose_executor_cannot_be_held_is_killed_at_once():
+    """Parking needs the fence's hold (its queued work ended); an executor that cannot be held is not parked
+    (``Evaluation.park`` says so, and the decoy phase disposes of it then, as before)."""
+    from kbenv.sandbox.evaluation import Evaluation
+    from kbenv.sandbox.fence import FenceTimeout
+
+    def hold(p, timeout):
+        raise FenceTimeout("still running")
+    refills = []
+    ev = Evaluation.__new__(Evaluation)
+    ev._parked, ev._ticks = [], threading.Lock()
+    ev.sup = NS(fence=NS(hold=hold), pool=NS(refill=lambda start: refills.append(start)))
+    assert ev.park(object(), None) is False and ev._parked == [] and refills == []
+    ev.sup.fence = NS(hold=lambda p, timeout: None)
+    proc = NS(pids=lambda: [1])
+    assert ev.park(proc, "lease") is True and ev._parked == [(proc, "lease")] and refills == [False]
+    assert ev.parked_pids() == [1]

@@ -231,3 +231,23 @@ def test_the_evaluation_holds_no_official_pair_between_uses(cache_dir, monkeypat
             [tuple(x.shape) for x in ev.official_spec[0] if isinstance(x, torch.Tensor)]
     finally:
         sup.close()
+
+
+def test_a_parked_decoy_is_killed_with_the_candidate_and_its_memory_counted_as_the_candidates():
+    """A decoy run that ended is held through the timing phase (``Evaluation.park``): it ran the candidate's code,
+    so an out-of-memory then kills it with the candidate's executor, after the free memory is first read, and
+    what it gave back is the candidate's."""
+    proc, err, order = _Proc(), torch.OutOfMemoryError("CUDA out of memory"), []
+    reads = iter([0, 8 * GiB])
+
+    def free():
+        order.append("read")
+        return next(reads)
+    sup = _sup([])
+    sup._free_device_bytes = free
+    sup.fence = NS(release=lambda p: order.append(("release", p)))
+    sup.pool = NS(join=lambda: order.append("join"),
+                  dispose=lambda p, lease, start_spares: order.append(("dispose", p, lease, start_spares)))
+    f = Supervisor.oom_verdict(sup, proc, err, [], others=[("decoy", "its lease")])
+    assert f.category == "oom" and proc.killed
+    assert order == ["read", ("release", "decoy"), ("dispose", "decoy", "its lease", False), "join", "read"], order
