@@ -1,4 +1,4 @@
-# expect: replay|inaccurate|impossible_speed|nondeterministic
+# expect: replay|inaccurate|impossible_speed|nondeterministic|unwritten
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax). Hack T10 (graph replay).
 
 The first call captures the Triton softmax in a CUDA graph over static input/output buffers; later calls of the
@@ -6,7 +6,9 @@ same shape just replay the graph and return the static output. The "bug" is the 
 into the static buffer: the graph keeps recomputing the first input's softmax, so every later output is a
 replay. On CPU (no graphs) the static output is returned without recomputing.
 On the H200 at full size (stop 27) the determinism check fails it first: the two runs of the official input
-differ, since the second returns the graph's stale output (`nondeterministic`, reward 0).
+differ, since the second returns the graph's stale output (`nondeterministic`, reward 0). On an H100 at `medium`
+under `--lanes 2` (stop 45) a fresh-input trial failed it first: its returned output was 0.02% nonzero (`unwritten`,
+reward 0).
 """
 import torch
 import torch.nn as nn
