@@ -11,17 +11,20 @@
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
 # In a device call, begin with `export GPU_RUN_UNTIL=$(( $(date +%s) + T - 20 ))` (T: the call's timeout_s): every
 # stage of every invocation in the call then ends, and is packed, before the call is killed.
-# Still to run (issues 11 and 13; stop 44 ran test_gpu.py 12/12, the lend shares with the block intercept on one
-# host, slotbias, 23 at medium and the whole one-lane rollout, docs/results/h100-stop44.txt):
+# Still to run (issues 11 and 13; stop 45 ran, on an H100, 23 at medium twice, the one-lane and three-lane rollouts with
+# the decoy's executor held through timing, test_gpu.py's device-filling and lent-memory tests, and 23 of 27 rows of the
+# known-bad shard 3/4 under --lanes 2, docs/results/h100-stop45.txt):
 #   TESTS_LIMIT=400 TRUSTED_LIMIT=200 TRUSTED_PROBLEMS=kernelbench/level1/23 TRUSTED_ARGS="--size largest" \
-#     bash benchmarks/gpu_run.sh tests trusted   (an H200: 23 at full size, CV <= 1% and wall <= 4 s)
-#   KBENV_LANE_PREEMPT=0 ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=200 ROLLOUT_LANES=3 ROLLOUT_TAG=b15nopre \
-#     ROLLOUT_ARGS="--timing-budget 1.5" bash benchmarks/gpu_run.sh rollout   (and ROLLOUT_TAG=b15 with it on, same machine)
-#   REDTEAM_SHARDS="3/4 4/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
-#     then REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=150 REDTEAM_LIMITS="--lanes 2 ..." REDTEAM_ONLY="89:sleep_import" (the last
-#     row of shards 1-2 not yet run under lanes; the stage's own limit must be under the call's, or nothing comes back)
+#     bash benchmarks/gpu_run.sh tests trusted   (an H200: 23 at full size, CV <= 1% and wall <= 4 s; all of test_gpu.py)
+#   REPEATS=5 TRUSTED_LIMIT=400 bash benchmarks/gpu_run.sh trusted   (an H200: 23, 88, 40, dlrm/2 at full size)
+#   REDTEAM_SHARDS="4/4" REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" bash benchmarks/gpu_run.sh redteam
+#     then REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=200 REDTEAM_LIMITS="--lanes 2 ..." \
+#     REDTEAM_ONLY="89:sleep_import 21:correct 36:correct 94:correct 1:correct" (rows cut short under lanes; 21:correct
+#     took 182 s there at stop 45, not yet explained)
 #   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
-#   bash benchmarks/gpu_run.sh prefetch   (kbenv baselines build now removes the block intercept: not yet run since)
+#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 bash benchmarks/gpu_run.sh prefetch rollout   (prefetch at --size largest now
+#     leaves the marker the rollout's evaluations look for: early warm-ups should be 16 of 16, not 4)
+#   two GPUs (nvidia-h200-x2): ROLLOUT_GPUS=2 bash benchmarks/gpu_run.sh prefetch rollout
 set -u
 # GPU_RUN_UNTIL (epoch seconds; or GPU_RUN_BUDGET, seconds from now): no stage runs past it, whatever its own limit,
 # so a stage's results are packed before the device call's own limit kills everything (stop 44 lost a redteam stage
@@ -69,8 +72,11 @@ for stage in "$@"; do
                 --out "$OUT/slot_bias.json" > "$OUT/slot_bias.log" 2>&1 ;;
     prefetch) # baselines (eager + torch.compile) of every known-good problem, one process per set, so the
               # evaluators of later stages read them from the disk cache
-              { timeout $(lim 90) python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda;
-                timeout $(lim 30) python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda; } > "$OUT/prefetch.log" 2>&1 ;;
+              # (at the rollout's size: the marker that lets an evaluation warm its baselines up beside correctness
+              # names the evaluation's size and slots; PREFETCH_SIZE=full for the old behaviour. About 13 s a problem
+              # on an H100: stop 45's 90 s limit cut it after 6 of the 14)
+              { timeout $(lim ${PREFETCH_LIMIT:-230}) python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda --size ${PREFETCH_SIZE:-largest};
+                timeout $(lim 40) python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda --size ${PREFETCH_SIZE:-largest}; } > "$OUT/prefetch.log" 2>&1 ;;
     suite) timeout $(lim ${SUITE_LIMIT:-450}) python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" \
              --only "${SUITE_ONLY:-}" > "$OUT/suite.log" 2>&1 ;;
     rollout) # known-good on every GPU, then on one GPU (evaluations/min each), same problems

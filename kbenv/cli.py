@@ -343,11 +343,18 @@ def cmd_baselines(args) -> int:
 
     from kbenv.problems import list_problems
     from kbenv.sandbox.supervisor import Supervisor
+    from kbenv import step
     device = _device(args)
-    size = _size(args, device)
     ids = _parse_ids(args.ids)
     probs = [p for p in list_problems(args.set) if not ids or p.number in ids]
-    items = [(p, size, args.precision or p.precision_default) for p in probs]
+    if args.size == "largest":  # each problem at the largest size its memory plan admits, as a rollout picks it
+        fits = {p.id: step.largest_size(p.id, args.precision, device) for p in probs}
+        for pid in [pid for pid, z in fits.items() if z is None]:
+            print(f"{pid}: no size fits this device's memory plan; skipped", file=sys.stderr)
+        items = [(p, fits[p.id], args.precision or p.precision_default) for p in probs if fits[p.id]]
+    else:
+        size = _size(args, device)
+        items = [(p, size, args.precision or p.precision_default) for p in probs]
     sup = Supervisor(device="cuda:0" if device == "cuda" else device, keep_spare=False)  # same cache and protocol
     try:
         for p, z, prec in tqdm(items, desc="baselines", unit="problem", disable=not args.progress):
@@ -595,7 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_baselines)
     b.add_argument("action", choices=["build"], help="build: measure what is not cached yet")
     b.add_argument("--set", choices=["kernelbench", "dlrm"], help="problem set (default: both)")
-    _size_arg(b)
+    b.add_argument("--size", choices=_sizes() + ("largest",), default="auto",
+                   help="problem size tier (auto: full on cuda, small on the CPU; largest: per problem, the largest "
+                        "that fits, as `kbenv rollout --size largest` picks it)")
     b.add_argument("--precision", choices=["fp32", "bf16"], help="precision (default: each problem's own)")
     _device_arg(b)
     b.add_argument("--ids", help="problem numbers, e.g. 1-60 (default: all)")

@@ -278,9 +278,15 @@ class BaselineExecutors:
         """The baselines alone (no candidate): medians of ``rounds`` blocks per kind through the executor path, the
         block's fixed cost removed as the timing phase removes it (cuda: ``timing.BlockCalibration``), recorded on
         disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It also fills
-        torch.compile's on-disk cache ahead of a run."""
+        torch.compile's on-disk cache ahead of a run: the evaluation's memory plan is fitted first, so that the
+        slots, and the marker that lets a later evaluation warm these baselines up beside correctness
+        (:meth:`prepare`), are that evaluation's. (Before stop 45 it built under whatever plan the supervisor last
+        had, and ``--size`` had no ``largest``; a rollout at ``--size largest`` after it found the marker in 4 of 16
+        evaluations on an H100, whose warm-ups then waited 19.9 s in all on their paths. That build had also been cut
+        by its time limit after 8 of the 16 problems.)"""
         from kbenv.sandbox.timing import BlockCalibration, Series, flush_l2, time_block
         sup = self.sup
+        sup.fit_memory_plan(problem.id, size, precision)
         st = sup.refs.state(problem, size, precision)
         inputs, _ = sup.refs.pair(st, sup.secret.seed(problem.id, size, "official"), "default")
         layout = sup.layout_for(st, inputs)

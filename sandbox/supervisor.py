@@ -164,7 +164,7 @@ class Supervisor:
             MemoryPlanError: (a ``ValueError``) the evaluation cannot fit this device's memory, or the memory cap;
                 checked before anything allocates, with one line naming the size that fits.
         """
-        self._fit_memory_plan(req)
+        self.fit_memory_plan(req.problem, req.size, req.precision)
         if self.lanes is None:
             return self._evaluate(req)
         from kbenv.sandbox.lanes import sharing_could_cause
@@ -247,26 +247,28 @@ class Supervisor:
         """Each source's ahead-of-time build: ``none``, ``building`` or ``done`` (``BuildFarm.state``)."""
         return [self.builds.state(s) if self.builds is not None else "none" for s in sources]
 
-    def _fit_memory_plan(self, req: EvalRequest) -> None:
-        """The memory plan of this evaluation (``kbenv.sandbox.memplan``): refused before anything allocates when
-        it does not fit; otherwise the reference cache is held to the plan's share (unless set explicitly)."""
+    def fit_memory_plan(self, problem_id: str, size: str, precision: str | None) -> None:
+        """The memory plan of an evaluation of ``problem_id`` (``kbenv.sandbox.memplan``): refused before anything
+        allocates when it does not fit; otherwise the reference cache is held to the plan's share (unless set
+        explicitly). ``kbenv baselines build`` fits it too (``BaselineExecutors.get``), so that its slots, and the marker
+        of baselines built with the GPU to themselves, are an evaluation's."""
         from kbenv.problems import get_problem
-        prob = get_problem(req.problem)
-        precision = req.precision or prob.precision_default
+        prob = get_problem(problem_id)
+        precision = precision or prob.precision_default
         if precision not in prob.precision_allowed:
             return  # the evaluation refuses it, naming the allowed ones
         from kbenv.problems import ProblemError
         try:
-            plan = memplan.preflight(prob, req.size, precision, self.device, spares=self.pool.max_n)
+            plan = memplan.preflight(prob, size, precision, self.device, spares=self.pool.max_n)
         except ProblemError as e:  # the problem's own code fails on the meta device: the harness's fault
             raise HarnessError(f"{prob.id}: the reference raised while its memory plan was made: {e}") from e
         self.plan = plan  # this evaluation's (the baselines' and the pool's room for dying processes)
-        self.baselines.expect(prob.id, req.size, precision)
+        self.baselines.expect(prob.id, size, precision)
         self.pool.set_target(plan.spares)  # fewer spares where the plan has room for fewer
         # killed executors of earlier evaluations are not waited for while this plan has room for them
         self.pool.set_room(plan.room_bytes, plan.worker_bytes)
         if self._plan_cache:
-            self.refs.fit(plan.reference_cache_bytes, (prob.id, req.size, precision))
+            self.refs.fit(plan.reference_cache_bytes, (prob.id, size, precision))
 
     def warm(self, problem, size: str, precision: str) -> None:
         """Build a problem's reference ahead of its first candidate (lanes: as an evaluation shares the GPU)."""

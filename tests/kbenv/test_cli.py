@@ -364,3 +364,30 @@ def test_redteam_and_demo_refuse_a_size_that_does_not_fit_before_starting_anythi
         code, _, err = run_main(capsys, *argv)
         assert code == 2 and "use --size small" in err, argv
     assert made == []  # no evaluator was started
+
+
+def test_baselines_build_at_the_largest_size_picks_each_problems_size_as_a_rollout_does(capsys, monkeypatch):
+    """``kbenv baselines build --size largest`` builds each problem at the size ``kbenv rollout --size largest``
+    evaluates it at (so that the rollout finds them built); a problem that fits no size is skipped, named."""
+    import kbenv.sandbox.supervisor as supervisor
+    from kbenv import step
+    asked = []
+
+    class FakeBaselines:
+        def get(self, p, size, precision):
+            asked.append((p.id, size))
+            return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
+
+    class FakeSupervisor:
+        def __init__(self, **kwargs):
+            self.baselines = FakeBaselines()
+
+        def close(self):
+            pass
+    fits = {"dlrm/1": "full", "dlrm/2": "medium", "dlrm/3": None}
+    monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
+    monkeypatch.setattr(step, "largest_size", lambda pid, precision, device: fits[pid])
+    code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu",
+                              "--size", "largest")
+    assert code == 0 and asked == [("dlrm/1", "full"), ("dlrm/2", "medium")], asked
+    assert "dlrm/3: no size fits" in err

@@ -138,3 +138,26 @@ def test_with_one_slot_the_fence_cost_is_removed_as_before(clock, monkeypatch):
     got = [calib.measure(bases, {"eager": 2e-3}, fence, None, None, 1) for _ in range(3)]
     assert got == pytest.approx([0.4e-3, 0.2e-3, 0.2e-3])
     assert calib.estimates == [] and bases["eager"].blocks == []
+
+
+def test_kbenv_baselines_build_fits_the_evaluations_memory_plan_before_it_lays_out_slots():
+    """``BaselineExecutors.get`` (``kbenv baselines build``) lays out its slots by the memory plan an evaluation of the same
+    problem fits, so that the marker of baselines built with the GPU to themselves names an evaluation's slots (an
+    evaluation that finds it warms its baselines up beside correctness instead of on its path)."""
+    import pytest
+
+    from kbenv.problems import get_problem
+    from kbenv.sandbox.baselines import BaselineExecutors
+
+    class Fitted(Exception):
+        pass
+    calls = []
+
+    def fit(pid, size, precision):
+        calls.append((pid, size, precision))
+        raise Fitted
+    b = BaselineExecutors.__new__(BaselineExecutors)
+    b.sup = types.SimpleNamespace(fit_memory_plan=fit, refs=types.SimpleNamespace(state=lambda *a: calls.append("state")))
+    with pytest.raises(Fitted):
+        b.get(get_problem("kernelbench/level1/23"), "medium", "fp32")
+    assert calls == [("kernelbench/level1/23", "medium", "fp32")]
