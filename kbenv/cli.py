@@ -358,7 +358,11 @@ def cmd_baselines(args) -> int:
     sup = Supervisor(device="cuda:0" if device == "cuda" else device, keep_spare=False)  # same cache and protocol
     try:
         for p, z, prec in tqdm(items, desc="baselines", unit="problem", disable=not args.progress):
-            b = sup.baselines.get(p, z, prec)
+            try:
+                b = sup.baselines.get(p, z, prec)
+            except step.MemoryPlanError as e:  # its evaluation's memory plan does not fit: nothing was allocated
+                tqdm.write(f"{p.id}: skipped: {e}", file=sys.stderr)
+                continue
             tqdm.write(f"{p.id:28s} {prec} eager {b['eager_ms']:.4f} ms  compile "
                        f"{b.get('compile_ms') or float('nan'):.4f} ms  best {b['best']}", file=sys.stdout)
     finally:

@@ -386,6 +386,18 @@ def test_baselines_build_at_the_largest_size_picks_each_problems_size_as_a_rollo
             pass
     fits = {"dlrm/1": "full", "dlrm/2": "medium", "dlrm/3": None}
     monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
+    # (a plan that does not fit at the size asked for is skipped, named, and the others still built)
+    real_get = FakeBaselines.get
+
+    def get(self, p, size, precision):
+        if p.id == "dlrm/2" and size == "full":
+            raise step.MemoryPlanError("dlrm/2 does not fit at full")
+        return real_get(self, p, size, precision)
+    monkeypatch.setattr(FakeBaselines, "get", get)
+    code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-2", "--device", "cpu",
+                              "--size", "full")
+    assert code == 0 and asked == [("dlrm/1", "full")] and "dlrm/2: skipped: dlrm/2 does not fit" in err, (asked, err)
+    asked.clear()
     monkeypatch.setattr(step, "largest_size", lambda pid, precision, device: fits[pid])
     code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu",
                               "--size", "largest")
