@@ -123,15 +123,21 @@ for stage in "$@"; do
              # (REDTEAM_SHARDS="1/3 2/3": those parts of the suite, one after the other, a log each; REDTEAM_ONLY="ID
              # ...": then those candidates, to finish a part cut short; REDTEAM_LIMITS="--limit compile=60 ...")
              for shard in ${REDTEAM_SHARDS-1/1}; do  # REDTEAM_SHARDS="" runs only REDTEAM_ONLY
+               T=redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-${shard/\//of}
                KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout $(lim ${REDTEAM_LIMIT:-450}) python3 -m kbenv.cli redteam --device cuda \
-                 --size ${REDTEAM_SIZE:-largest} --shard $shard ${REDTEAM_LIMITS:-} --no-progress \
-                 > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-${shard/\//of}.log" 2>&1
+                 --size ${REDTEAM_SIZE:-largest} --shard $shard ${REDTEAM_LIMITS:-} --no-progress --out /tmp/run-$T \
+                 > "$OUT/$T.log" 2>&1
+               # every row's whole result (its phase splits: a slow row explained), kept even when the limit cut it
+               python3 -m kbenv.cli export /tmp/run-$T "$OUT/records-$T.jsonl" >> "$OUT/$T.log" 2>&1
+               python3 "$R/benchmarks/phase_split.py" "$OUT/records-$T.jsonl" >> "$OUT/$T.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
              done
              if [ -n "${REDTEAM_ONLY:-}" ]; then
+               T=redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-only
                KBENV_GPU_MEMORY_CAP=${REDTEAM_CAP:-} timeout $(lim ${REDTEAM_ONLY_LIMIT:-300}) python3 -m kbenv.cli redteam --device cuda \
                  --size ${REDTEAM_SIZE:-largest} $(printf -- '--only %s ' $REDTEAM_ONLY) ${REDTEAM_LIMITS:-} --no-progress \
-                 > "$OUT/redteam${REDTEAM_CAP:+-$REDTEAM_CAP}-only.log" 2>&1
+                 --out /tmp/run-$T > "$OUT/$T.log" 2>&1
+               python3 -m kbenv.cli export /tmp/run-$T "$OUT/records-$T.jsonl" >> "$OUT/$T.log" 2>&1
              fi ;;
     refacc) # the fp32 reference and the known-good kernels against float64 truth, per input domain
             timeout $(lim ${REFACC_LIMIT:-120}) python3 "$R/benchmarks/reference_accuracy.py" \

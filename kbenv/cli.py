@@ -21,6 +21,7 @@ traceback only with ``--debug``), 3 when ``kbenv redteam`` found a mismatch, 141
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -296,6 +297,25 @@ def cmd_eval(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _suite_records(run_dir: Path | None, run_id: str):
+    """An ``on_result`` for :func:`kbenv.suite.run_suite` that keeps every result whole (its facts and phase
+    splits too) as a record under ``run_dir``, replacing an earlier run's (the suite is replayed whole each time);
+    None without a ``run_dir``. ``kbenv report``, ``kbenv export`` and ``benchmarks/phase_split.py`` read them."""
+    if run_dir is None:
+        yield None
+        return
+    from kbenv.records import RecordWriter, make_record
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if (run_dir / "records.msgpack").exists():
+        (run_dir / "records.msgpack").unlink()
+    with RecordWriter(run_dir) as writer:
+        def on_result(index, row, result, source):
+            writer.write(make_record(result.to_dict(), run_id=run_id, policy="known-bad", episode=index, turn=0,
+                                     texts={"candidate": source, "name": row["candidate"]}))
+        yield on_result
+
+
 def cmd_redteam(args) -> int:
     """The known-bad suite against this deployment; exit 3 on any mismatch."""
     from tqdm import tqdm
@@ -326,8 +346,9 @@ def cmd_redteam(args) -> int:
                 bar.write("MISMATCH " + format_row(row))
             elif not args.progress:  # a log: every row as it arrives, so a run cut short keeps what finished
                 print(f"[{done}/{total}] {format_row(row)}", flush=True)
-        report = run_suite(pool, size, include_good=args.good, on_row=on_row, only=args.only or None,
-                            shard=args.shard)
+        with _suite_records(Path(args.out) if args.out else None, "redteam") as on_result:
+            report = run_suite(pool, size, include_good=args.good, on_row=on_row, only=args.only or None,
+                               shard=args.shard, on_result=on_result)
         bar.close()
     finally:
         pool.close()
@@ -427,7 +448,7 @@ def cmd_demo(args) -> int:
     """The main job on an embedded default: known-good kernels and known exploits through the whole path."""
     from tqdm import tqdm
 
-    from kbenv.records import RecordWriter, make_record, read_records, write_metadata
+    from kbenv.records import read_records, write_metadata
     from kbenv.report import format_report, summarize
     from kbenv.rollout import RolloutConfig, run_rollout
     from kbenv.sandbox.actor import EvaluatorPool
@@ -455,14 +476,8 @@ def cmd_demo(args) -> int:
         print(format_report(summarize(read_records(run))))
 
         bad = out / "known-bad"
-        if (bad / "records.msgpack").exists():
-            (bad / "records.msgpack").unlink()  # the suite is replayed whole each time
         bar = tqdm(desc="known-bad suite", unit="candidate", disable=not args.progress)
-        with RecordWriter(bad) as writer:
-            def on_result(index, row, result, source):
-                writer.write(make_record(result.to_dict(), run_id="demo-known-bad", policy="known-bad",
-                                         episode=index, turn=0, texts={"candidate": source, "name": row["candidate"]}))
-
+        with _suite_records(bad, "demo-known-bad") as on_result:
             def on_row(row, done, total):
                 bar.total = total
                 bar.update(1)
@@ -591,6 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                     help="only every N-th candidate from the K-th (1-based): N runs split the suite evenly "
                          "(default: all)")
+    rt.add_argument("--out", default=None, metavar="DIR",
+                    help="keep every result whole (facts and phase splits) as records in DIR, for kbenv report and "
+                         "kbenv export (default: none kept)")
     rt.add_argument("--good", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the known-good kernels (a deployment that rejects everything is not safe, "
                          "it is broken)")

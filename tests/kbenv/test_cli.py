@@ -258,6 +258,25 @@ def test_redteam_without_progress_bar_logs_every_row_as_it_arrives(capsys, monke
     assert "redteam" not in err  # no bar
 
 
+def test_redteam_keeps_every_result_whole_as_records_with_out(capsys, monkeypatch, tmp_path):
+    """``kbenv redteam --out DIR``: every result, facts and phase splits included, as records (a slow or odd row on
+    the GPU machine can then be explained; stop 45 had a known-good row take 182 s under lanes, with nothing kept)."""
+    from kbenv.records import read_records
+    _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=True))
+    run = tmp_path / "rt"
+    code, out, _ = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress",
+                            "--out", str(run))
+    rows = [line for line in out.splitlines() if line.startswith("[")]
+    records = read_records(run)
+    assert code == 0 and rows and len(records) == len(rows), (len(records), len(rows))
+    assert all(r["problem"] == "kernelbench/level1/23" and "phase_seconds" in r for r in records), records[0].keys()
+    code, _, _ = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress",
+                          "--out", str(run))
+    assert code == 0 and len(read_records(run)) == len(rows)  # replaced, not appended
+    code, _, err = run_main(capsys, "export", str(run), str(tmp_path / "rt.jsonl"))  # as gpu_run.sh's redteam stage
+    assert code == 0 and len((tmp_path / "rt.jsonl").read_text().splitlines()) == len(rows), err
+
+
 def test_redteam_exits_three_on_a_mismatch(capsys, monkeypatch):
     _patch_pool(monkeypatch, lambda d: SuiteFakePool(d, honest=False))
     code, out, _ = run_main(capsys, "redteam", "--device", "cpu", "--only", "kernelbench/level1/23:", "--no-progress")
