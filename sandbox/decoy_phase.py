@@ -90,7 +90,6 @@ class DecoyPhase:
                 out["noop_reason"] = (f.reason or "")[:300]
             finally:
                 if not parked:  # a run that failed: killed now, reaped off the path
-                    ev.sup.fence.release(proc)
                     ev.sup.pool.dispose(proc, lease, start_spares=False)
         ev.sup.release_memory()
         out["seconds"] = round(time.monotonic() - t0, 4)

@@ -225,7 +225,6 @@ class Evaluation:
         """The candidate's executor goes, once: killed now, reaped off the path (ExecutorPool.dispose)."""
         if not self._disposed:
             self._disposed = True
-            self.sup.fence.release(proc)
             self.sup.pool.dispose(proc, self.lease)
 
     def park(self, proc, lease) -> bool:
@@ -255,11 +254,10 @@ class Evaluation:
             parked, self._parked = self._parked, []
         return parked
 
-    def _dispose_parked(self, start_spares: bool = True) -> None:
+    def _dispose_parked(self) -> None:
         """Parked decoy executors go: released by the fence and killed, reaped off the path."""
         for proc, lease in self._take_parked():
-            self.sup.fence.release(proc)
-            self.sup.pool.dispose(proc, lease, start_spares=start_spares)
+            self.sup.pool.dispose(proc, lease)
 
     def _decoy_beside(self, beside: "DecoyRun") -> dict:
         """The decoy run beside correctness, once correctness passed: its result (waited for here, on the path)."""

@@ -121,9 +121,10 @@ class ExecutorPool:
         process.ExecutorProcess.resume(pids)
 
     def dispose(self, p: process.ExecutorProcess, lease=None, start_spares: bool = True) -> None:
-        """Kill now; wait for the exit (1-2 s for a CUDA context) off the result's path. A spare spawned in
-        its place starts on the GPU only when ``start_spares`` (an evaluation's timing phase is still ahead
-        when its decoy executor is disposed)."""
+        """Kill now; wait for the exit (1-2 s for a CUDA context) off the result's path. An executor the fence
+        holds is released first (the kill follows at once). A spare spawned in its place starts on the GPU only
+        when ``start_spares`` (an evaluation's timing phase is still ahead when its decoy executor is disposed)."""
+        self.sup.fence.release(p)
         p.signal_kill()
         if p in self.taken:
             self.taken.remove(p)

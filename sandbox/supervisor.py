@@ -373,7 +373,6 @@ class Supervisor:
         def kill_candidate() -> None:
             proc.kill()
             for p, lease in others:
-                self.fence.release(p)
                 self.pool.dispose(p, lease, start_spares=False)
 
         if self.device.type != "cuda":

@@ -245,9 +245,8 @@ def test_a_parked_decoy_is_killed_with_the_candidate_and_its_memory_counted_as_t
         return next(reads)
     sup = _sup([])
     sup._free_device_bytes = free
-    sup.fence = NS(release=lambda p: order.append(("release", p)))
     sup.pool = NS(join=lambda: order.append("join"),
                   dispose=lambda p, lease, start_spares: order.append(("dispose", p, lease, start_spares)))
     f = Supervisor.oom_verdict(sup, proc, err, [], others=[("decoy", "its lease")])
     assert f.category == "oom" and proc.killed
-    assert order == ["read", ("release", "decoy"), ("dispose", "decoy", "its lease", False), "join", "read"], order
+    assert order == ["read", ("dispose", "decoy", "its lease", False), "join", "read"], order
