@@ -362,9 +362,9 @@ def cmd_redteam(args) -> int:
 def cmd_baselines(args) -> int:
     from tqdm import tqdm
 
+    from kbenv import step
     from kbenv.problems import list_problems
     from kbenv.sandbox.supervisor import Supervisor
-    from kbenv import step
     device = _device(args)
     ids = _parse_ids(args.ids)
     probs = [p for p in list_problems(args.set) if not ids or p.number in ids]
