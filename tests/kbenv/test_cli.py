@@ -354,11 +354,17 @@ def test_profile_shows_a_ticking_progress_line_while_it_works(capsys, monkeypatc
     assert code == 0 and "profiling" not in err
 
 
-def test_baselines_show_progress_per_problem(capsys, monkeypatch):
+def _fake_baselines(monkeypatch, get=None) -> list:
+    """``kbenv baselines build`` against a supervisor whose baselines answer at once; returns the (problem, size)
+    pairs asked for. ``get(problem, size)`` may raise (a plan that does not fit)."""
     import kbenv.sandbox.supervisor as supervisor
+    asked = []
 
     class FakeBaselines:
         def get(self, p, size, precision):
+            if get is not None:
+                get(p, size)
+            asked.append((p.id, size))
             return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
 
     class FakeSupervisor:
@@ -368,6 +374,11 @@ def test_baselines_show_progress_per_problem(capsys, monkeypatch):
         def close(self):
             pass
     monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
+    return asked
+
+
+def test_baselines_show_progress_per_problem(capsys, monkeypatch):
+    _fake_baselines(monkeypatch)
     code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu")
     assert code == 0 and out.count("best compile") == 3 and "baselines" in err and "3/3" in err
 
@@ -387,36 +398,19 @@ def test_redteam_and_demo_refuse_a_size_that_does_not_fit_before_starting_anythi
 
 def test_baselines_build_at_the_largest_size_picks_each_problems_size_as_a_rollout_does(capsys, monkeypatch):
     """``kbenv baselines build --size largest`` builds each problem at the size ``kbenv rollout --size largest``
-    evaluates it at (so that the rollout finds them built); a problem that fits no size is skipped, named."""
-    import kbenv.sandbox.supervisor as supervisor
+    evaluates it at (so that the rollout finds them built); a problem that fits no size is skipped, named; so is
+    one whose plan does not fit at the size asked for, and the others are still built."""
     from kbenv import step
-    asked = []
 
-    class FakeBaselines:
-        def get(self, p, size, precision):
-            asked.append((p.id, size))
-            return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
-
-    class FakeSupervisor:
-        def __init__(self, **kwargs):
-            self.baselines = FakeBaselines()
-
-        def close(self):
-            pass
-    fits = {"dlrm/1": "full", "dlrm/2": "medium", "dlrm/3": None}
-    monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
-    # (a plan that does not fit at the size asked for is skipped, named, and the others still built)
-    real_get = FakeBaselines.get
-
-    def get(self, p, size, precision):
+    def get(p, size):
         if p.id == "dlrm/2" and size == "full":
             raise step.MemoryPlanError("dlrm/2 does not fit at full")
-        return real_get(self, p, size, precision)
-    monkeypatch.setattr(FakeBaselines, "get", get)
+    asked = _fake_baselines(monkeypatch, get)
     code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-2", "--device", "cpu",
                               "--size", "full")
     assert code == 0 and asked == [("dlrm/1", "full")] and "dlrm/2: skipped: dlrm/2 does not fit" in err, (asked, err)
     asked.clear()
+    fits = {"dlrm/1": "full", "dlrm/2": "medium", "dlrm/3": None}
     monkeypatch.setattr(step, "largest_size", lambda pid, precision, device: fits[pid])
     code, out, err = run_main(capsys, "baselines", "build", "--set", "dlrm", "--ids", "1-3", "--device", "cpu",
                               "--size", "largest")
