@@ -281,14 +281,18 @@ class Evaluation:
         handed to it first, so that it only loads it; otherwise it compiles, within the same deadline."""
         t0 = time.monotonic()
         prebuilt = ""
-        if self.sup.builds is not None and self.sup.builds.submitted(source):
-            prebuilt = self.sup.builds.install(source, lease.proc.workdir, deadline.at - time.monotonic())
-        if source == self.req.candidate:
-            self.prebuilt = bool(prebuilt)
-            self.build_wait_s = time.monotonic() - t0
-        lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
-                                   str(self.device), self.precision, MODEL_SEED, deliver=lease.route,
-                                   prebuilt=prebuilt), deadline)
+        # this thread only waits here (for a build ahead, then the executor's reply), with no GPU work of its own
+        # queued: a lane may give way meanwhile, holding the executor (kbenv.sandbox.preempt). A compile can last
+        # long (an import that sleeps, an extension still building), and another lane's timing phase waited it out
+        with self.sup.idle():
+            if self.sup.builds is not None and self.sup.builds.submitted(source):
+                prebuilt = self.sup.builds.install(source, lease.proc.workdir, deadline.at - time.monotonic())
+            if source == self.req.candidate:
+                self.prebuilt = bool(prebuilt)
+                self.build_wait_s = time.monotonic() - t0
+            lease.setup(protocol.Setup(self.problem.source, self.problem.overrides(self.req.size), source,
+                                       str(self.device), self.precision, MODEL_SEED, deliver=lease.route,
+                                       prebuilt=prebuilt), deadline)
         if phase:
             self._tick(phase, t0)
 

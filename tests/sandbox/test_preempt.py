@@ -281,3 +281,50 @@ def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
     finally:
         for s in (off, env_off, on, one):
             s.close()
+
+
+def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
+    """A compile can last long (an import that sleeps, an extension still building), and the thread that waits for
+    it has no GPU work of its own: it counts as parked, so the lane gives way during it, holding the candidate's
+    executor mid-import. Lane b's candidate sleeps 12 s at import; lane a, started once b's executor is taken, times
+    long before b's compile ends. Both pass (b's import goes on where it stopped)."""
+    import uuid
+
+    from kbenv.sandbox.process import proc_state
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from test_faults import GOOD, PID
+    key = f"test-{uuid.uuid4().hex[:8]}"
+    limits = {"compile_s": 60, "spawn_s": 60, "trial_s": 60, "timing_s": 120}
+    sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    slow_import = "import time as _t\n_t.sleep(12)\n" + GOOD
+    quiet, seen = sb.yielder.quiet, []
+
+    def watched_quiet():
+        resume = quiet()
+        seen.append(sorted({proc_state(pid) for p in sb.pool.taken for pid in p.pids()}))
+        return resume
+    sb.yielder.quiet = watched_quiet
+    try:
+        out = {}
+        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow_import,
+                                                                         size="small"))))
+        deadline = time.monotonic() + 60
+        while not sb.pool.taken and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        ra = sa.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        a_done = time.monotonic() - t0
+        tb.join(120)
+        rb = out["b"]
+        assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
+        assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
+        assert rb.facts["lanes"]["gave_way"] >= 1, rb.facts["lanes"]
+        assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-import
+        assert rb.phase_seconds["compile"] >= 12, rb.phase_seconds
+        # a finished while b was still compiling: it did not wait b's compile out
+        assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
+    finally:
+        sa.close()
+        sb.close()
