@@ -25,6 +25,8 @@
 #   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 bash benchmarks/gpu_run.sh prefetch rollout   (prefetch at --size largest now
 #     leaves the marker the rollout's evaluations look for: early warm-ups should be 16 of 16, not 4)
 #   two GPUs (nvidia-h200-x2): ROLLOUT_GPUS=2 bash benchmarks/gpu_run.sh prefetch rollout
+#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 ROLLOUT_LANES=3 (and 4) ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
+#     bash benchmarks/gpu_run.sh rollout   (stop 45: 14.3/min at three lanes; giving way during a compile is newer)
 set -u
 # GPU_RUN_UNTIL (epoch seconds; or GPU_RUN_BUDGET, seconds from now): no stage runs past it, whatever its own limit,
 # so a stage's results are packed before the device call's own limit kills everything (stop 44 lost a redteam stage
