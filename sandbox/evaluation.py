@@ -74,6 +74,7 @@ class Evaluation:
         self.correctness_split: dict = {}  # where correctness spent its time (a fact, set once it ran)
         self._disposed = False  # the candidate's executor was disposed (once: after timing, or at the end)
         self._parked: list[tuple] = []  # (executor, lease): decoy runs that ended, held until timing has ended
+        self._parked_lock = threading.Lock()  # the decoy's thread parks; the evaluation's disposes
         self.trial_errors: dict[int, float] = {}  # per output: the timed domain's trials' relative error
         self._ticks = threading.Lock()
 
@@ -240,17 +241,17 @@ class Evaluation:
             self.sup.fence.hold(proc, PARK_HOLD_S)
         except CandidateFault:
             return False
-        with self._ticks:  # (the decoy's thread parks; the evaluation's disposes)
+        with self._parked_lock:
             self._parked.append((proc, lease))
         self.sup.pool.refill(start=False)
         return True
 
     def parked_pids(self) -> list[int]:
-        with self._ticks:
+        with self._parked_lock:
             return [pid for p, _ in self._parked for pid in p.pids()]
 
     def _take_parked(self) -> list[tuple]:
-        with self._ticks:
+        with self._parked_lock:
             parked, self._parked = self._parked, []
         return parked
 

@@ -246,7 +246,7 @@ def test_a_decoy_run_whose_executor_cannot_be_held_is_killed_at_once():
         raise FenceTimeout("still running")
     refills = []
     ev = Evaluation.__new__(Evaluation)
-    ev._parked, ev._ticks = [], threading.Lock()
+    ev._parked, ev._parked_lock = [], threading.Lock()
     ev.sup = NS(fence=NS(hold=hold), pool=NS(refill=lambda start: refills.append(start)))
     assert ev.park(object(), None) is False and ev._parked == [] and refills == []
     ev.sup.fence = NS(hold=lambda p, timeout: None)
