@@ -9,7 +9,8 @@ processes, their builds and warm-ups, the fence calibration), the timing phase's
 the baselines started, the disposed processes reaped, the warm-up, another lane's timing waited for) and the
 decoy's (``facts.decoy.split_s``: its executor, its build, its call and judging); with lanes, how often and how long
 the evaluations gave the GPU way to another lane's timing phase (``facts.lanes``: ``gave_way``, ``gave_way_s``,
-``given_up``, and ``alone (count)``, the results judged again alone).
+``given_up``, and ``alone (count)``, the results judged again alone), and where giving way's time went
+(``facts.lanes.split_s``: the threads parking, the lane made quiet step by step, away for the other's timing).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def main(path: str) -> None:
     print(f"  {'(outside phases)':16s} {rest:8.1f} s  mean {rest / max(len(rows), 1):6.2f} s  "
           f"{100 * rest / total if total else 0:5.1f}%")
     for title, fact in (("baseline set-up", ("baseline_setup",)), ("timing set-up", ("timing_setup_s",)),
-                        ("decoy", ("decoy", "split_s")), ("lanes", ("lanes",))):
+                        ("decoy", ("decoy", "split_s")), ("lanes", ("lanes",)),
+                        ("giving way", ("lanes", "split_s"))):
         n, split = summed(rows, *fact)
         if n:
             print(f"{title} of the {n} evaluations that have it (seconds summed):")

@@ -55,6 +55,10 @@ class Yielder:
         self.gave_way_s = 0.0
         self.given_up = 0  # attempts given up (threads did not park in time, or the lane could not be made quiet)
         self.last_error = ""
+        # where giving way's time goes, summed (a fact): waiting for the threads to park, making the lane quiet
+        # (``quiet_lane`` adds its own steps: reaping, spares settling and pausing, fence holds, the sync), and
+        # away (the other lane's timing phase and taking the GPU back)
+        self.split_s: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kbenv-lane-yielder", daemon=True)
         self._thread.start()
@@ -128,6 +132,7 @@ class Yielder:
             parked = self._cv.wait_for(lambda: self._parked >= self._working, timeout=self.park_s)
             # no registered thread: the evaluation is starting or has ended, outside what giving way covers
             parked = parked and self._working > 0
+        self.add_split("park", time.monotonic() - t0)
         try:
             if not parked:
                 self.given_up += 1
@@ -138,12 +143,16 @@ class Yielder:
                 self.given_up += 1
                 self.last_error = "the evaluation was no longer sharing the GPU"
                 return False
+            t_quiet = time.monotonic()
             try:
                 resume = self.quiet()
             except Exception as e:  # noqa: BLE001 - the attempt is given up; what failed shows in the evaluation
                 self.given_up += 1
                 self.last_error = f"{type(e).__name__}: {e}"[:300]
                 return False
+            finally:
+                self.add_split("quiet", time.monotonic() - t_quiet)
+            t_away = time.monotonic()
             try:
                 if not self.lanes.may_give_way():  # a dying process of the lane still holds the GPU shared
                     self.given_up += 1
@@ -154,6 +163,7 @@ class Yielder:
                     # the other lane takes the GPU alone now; giving_way's end waits until it has timed
             finally:
                 resume()
+                self.add_split("away", time.monotonic() - t_away)
             self.gave_way_s += time.monotonic() - t0
             return True
         finally:
@@ -161,21 +171,34 @@ class Yielder:
                 self._closing = False
                 self._cv.notify_all()
 
+    def add_split(self, key: str, seconds: float) -> None:
+        self.split_s[key] = self.split_s.get(key, 0.0) + seconds
+
     def facts(self) -> dict:
-        return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up}
+        """Counts and seconds since the lane started (the supervisor reports one evaluation's difference)."""
+        return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up,
+                "split_s": {k: round(v, 3) for k, v in self.split_s.items()}}
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5.0)
 
 
-def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0) -> Callable[[], None]:
+def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
+               split: Callable[[str, float], None] | None = None) -> Callable[[], None]:
     """Step 2 of the module's docstring, for the supervisor ``sup`` of a lane whose threads are parked: every process
     of it quiet, and its own context's work done. Returns what lets them go on (it raises, with everything it
     held let go, where it cannot). A fence that does not hold in time kills the process (``ProcessLockFence``):
     a candidate's gets ``fence_s`` (its queued work is a few calls of milliseconds), a baseline's a minute, so
     that no trusted process is lost to a candidate that slows the GPU (a lost one would be a harness fault)."""
     held: list = []
+    t = [time.monotonic()]
+
+    def step(name: str) -> None:  # ``split(step, seconds)``: where the time goes (``Yielder.add_split``)
+        now = time.monotonic()
+        if split is not None:
+            split(name, now - t[0])
+        t[0] = now
     paused: list[int] = []
 
     def resume() -> None:
@@ -186,15 +209,20 @@ def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0) -> Cal
     try:
         sup.pool.wait_reaped()  # a dying context may still run kernels: its hold of the GPU goes with it
         sup.baselines.wait_reaped()
+        step("reaped")
         sup.pool.settle()  # no spare still creating its context
+        step("spares_settle")
         paused.extend(sup.pool.pause_spares())
+        step("spares_pause")
         for p in [*sup.pool.taken, *sup.baselines.started()]:
             if not sup.fence.holds(p):
                 held.append(p)  # (released by resume() even where the hold raised: a partial stop is undone)
                 sup.fence.hold(p, trusted_fence_s if p.trusted else fence_s)  # once its submitted GPU work ended
+        step("fence_holds")
         if sup.device.type == "cuda":
             import torch
             torch.cuda.synchronize(sup.device)  # the supervisor's own work (its judging, its references)
+        step("sync")
     except BaseException:
         resume()
         raise

@@ -154,7 +154,7 @@ class Supervisor:
             lane_preempt = os.environ.get("KBENV_LANE_PREEMPT", "1") != "0"
         if self.lanes is not None and lane_preempt and self.fence.kind != "idle_probe":
             from kbenv.sandbox.preempt import Yielder, quiet_lane
-            self.yielder = Yielder(self.lanes, lambda: quiet_lane(self))
+            self.yielder = Yielder(self.lanes, lambda: quiet_lane(self, split=self.yielder.add_split))
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:
@@ -185,7 +185,7 @@ class Supervisor:
             if not sharing_could_cause(res):
                 res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": False}
                 if y is not None:  # how often this evaluation gave the GPU way to another lane's timing phase
-                    res.facts["lanes"].update({k: round(v - before[k], 3) for k, v in y.facts().items()})
+                    res.facts["lanes"].update(_since(y.facts(), before))
                 return res
             shared = f"{res.verdict}: {res.category}: {res.reason}"[:300]
         except HarnessError as e:
@@ -432,3 +432,9 @@ def _device_key(device: torch.device) -> str:
         return f"cuda{device.index}"
     import socket
     return f"cpu-{socket.gethostname()}"
+
+
+def _since(now: dict, before: dict) -> dict:
+    """Counters' growth between two readings (nested dicts of numbers, keys new since counted from 0)."""
+    return {k: _since(v, before.get(k) or {}) if isinstance(v, dict) else round(v - before.get(k, 0), 3)
+            for k, v in now.items()}

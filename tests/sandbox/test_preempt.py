@@ -251,8 +251,12 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
         rb = out["b"]
         assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
         assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
-        assert rb.facts["lanes"]["alone"] is False and rb.facts["lanes"]["gave_way"] >= 1, rb.facts["lanes"]
+        assert rb.facts["lanes"]["alone"] is False and rb.facts["lanes"]["gave_way"] >= 1, (rb.facts["lanes"], sb.yielder.last_error)
         assert seen and all(states == ["T"] for states in seen), seen  # its candidate and baselines held
+        # where b's giving way went, step by step: parking, each step of quiet_lane, and away for a's timing phase
+        split = rb.facts["lanes"]["split_s"]
+        assert {"park", "quiet", "reaped", "spares_settle", "spares_pause", "fence_holds", "away"} <= set(split), split
+        assert split["away"] > 0 and split["quiet"] >= split["fence_holds"], split
         # a's wait for the GPU alone was shorter than b's correctness alone (about 5 s: six calls of 0.8 s), which
         # it would have waited out (b lets the GPU go only when it times, without giving way)
         assert ra.facts["timing_setup_s"]["lane_wait"] < rb.phase_seconds["correctness"] / 2, (
@@ -320,7 +324,7 @@ def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
         rb = out["b"]
         assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
         assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
-        assert rb.facts["lanes"]["gave_way"] >= 1, rb.facts["lanes"]
+        assert rb.facts["lanes"]["gave_way"] >= 1, (rb.facts["lanes"], sb.yielder.last_error)
         assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-import
         assert rb.phase_seconds["compile"] >= 12, rb.phase_seconds
         # a finished while b was still compiling: it did not wait b's compile out
