@@ -368,7 +368,13 @@ class Evaluation:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         with split("calls"):
-            dones = lease.call_block(list(range(len(block))), deadline)
+            # this thread only waits for the executor's reply, with no GPU work of its own queued: a lane may give
+            # way meanwhile (kbenv.sandbox.preempt), the executor held mid-call by the fence. A block can last long
+            # (a first call's Triton compile, a slow kernel), and another lane's timing phase waited it out. What
+            # the candidate can learn (a pause inside a call) marks only an untimed call: timing phases never give
+            # way, so no call is ever known to go unchecked
+            with self.sup.idle():
+                dones = lease.call_block(list(range(len(block))), deadline)
             self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
         # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for
         # one judge at a time: correctness and the decoy beside it take turns

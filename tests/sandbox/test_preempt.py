@@ -332,3 +332,52 @@ def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
     finally:
         sa.close()
         sb.close()
+
+
+def test_a_lane_gives_way_while_its_candidate_runs_a_long_call(cache_dir):
+    """A correctness block can last long (a first call's Triton compile on the GPU, a slow kernel), and the thread
+    that waits for its reply has no GPU work of its own: it counts as parked, so the lane gives way during the call,
+    holding the candidate's executor mid-call. Lane b's candidate sleeps 12 s in its first call; lane a, started
+    once b's executor is taken, times long before that call ends. Both pass (b's call goes on where it stopped)."""
+    import uuid
+
+    from kbenv.sandbox.process import proc_state
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from test_faults import GOOD, PID, with_forward
+    key = f"test-{uuid.uuid4().hex[:8]}"
+    limits = {"compile_s": 60, "spawn_s": 60, "trial_s": 60, "timing_s": 120}
+    sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    slow_first = with_forward("if not getattr(ModelNew, '_warm', False):\n    ModelNew._warm = True\n"
+                              "    import time as _t; _t.sleep(12)\n")
+    quiet, seen = sb.yielder.quiet, []
+
+    def watched_quiet():
+        resume = quiet()
+        seen.append(sorted({proc_state(pid) for p in sb.pool.taken for pid in p.pids()}))
+        return resume
+    sb.yielder.quiet = watched_quiet
+    try:
+        out = {}
+        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow_first,
+                                                                         size="small"))))
+        deadline = time.monotonic() + 60
+        while not sb.pool.taken and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(4)  # b's compile done (about 1 s here), its first call under way
+        t0 = time.monotonic()
+        ra = sa.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        a_done = time.monotonic() - t0
+        tb.join(120)
+        rb = out["b"]
+        assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
+        assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
+        assert rb.facts["lanes"]["gave_way"] >= 1, (rb.facts["lanes"], sb.yielder.last_error)
+        assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-call
+        assert rb.phase_seconds["correctness"] >= 12 and rb.phase_seconds["compile"] < 4, rb.phase_seconds
+        # a finished while b's first call still slept: it did not wait that call out
+        assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
+    finally:
+        sa.close()
+        sb.close()
