@@ -9,8 +9,9 @@ quiet, for as long as that timing phase lasts:
 1. **Park.** Every thread of the lane that uses the GPU (the evaluation's, and the decoy's beside it) is registered
    (:meth:`Yielder.working`); each parks at its next checkpoint (:meth:`Yielder.checkpoint`: between correctness
    blocks, before a compile, between phases), where it has no work of its own queued on the GPU. A thread waiting for
-   another thread of the lane, for a build, or for its executor's compile (:meth:`Yielder.idle`; since stop 45 the
-   compile too: an import that sleeps, an extension still building) counts as parked. If they have not all parked
+   another thread of the lane, for a build, or for its executor's reply (:meth:`Yielder.idle`; since stop 45 its
+   compile: an import that sleeps, an extension still building; since stop 46 a block of calls: a first call's
+   Triton compile, a slow kernel, the executor then held mid-call) counts as parked. If they have not all parked
    within ``park_s`` (a long block), the attempt is given up and made again later: the other lane then waits as it
    did before, never longer.
 2. **Quiet.** The supervisor's ``quiet()`` makes every process of the lane quiet: processes being reaped are waited
