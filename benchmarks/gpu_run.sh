@@ -26,7 +26,10 @@
 #     leaves the marker the rollout's evaluations look for: early warm-ups should be 16 of 16, not 4)
 #   two GPUs (nvidia-h200-x2): ROLLOUT_GPUS=2 bash benchmarks/gpu_run.sh prefetch rollout
 #   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 ROLLOUT_LANES=3 (and 4) ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
-#     bash benchmarks/gpu_run.sh rollout   (stop 45: 14.3/min at three lanes; giving way during a compile is newer)
+#     bash benchmarks/gpu_run.sh rollout   (stop 45: 14.3/min at three lanes; giving way during a compile, and since stop
+#     46 during a call, is newer: facts.lanes.split_s, printed by phase_split.py, says where giving way's time goes)
+# benchmarks/session46.sh runs these by the card that comes (stop 46's calls: an H200 for issue 11 first, an H100
+# for issue 13's lanes first)
 set -u
 # GPU_RUN_UNTIL (epoch seconds; or GPU_RUN_BUDGET, seconds from now): no stage runs past it, whatever its own limit,
 # so a stage's results are packed before the device call's own limit kills everything (stop 44 lost a redteam stage
