@@ -80,8 +80,11 @@ for stage in "$@"; do
               # (at the rollout's size: the marker that lets an evaluation warm its baselines up beside correctness
               # names the evaluation's size and slots; PREFETCH_SIZE=full for the old behaviour. About 13 s a problem
               # on an H100: stop 45's 90 s limit cut it after 6 of the 14)
+              # (PREFETCH_LANES=3: planned as each of three lanes plans, whose sizes and slots differ from one lane's)
+              export KBENV_GPU_LANES=${PREFETCH_LANES:-1}
               { timeout $(lim ${PREFETCH_LIMIT:-230}) python3 -m kbenv.cli baselines build --set kernelbench --ids 1,19,21,23,24,36,37,39,40,47,88,89,94,100 --device cuda --size ${PREFETCH_SIZE:-largest};
-                timeout $(lim 40) python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda --size ${PREFETCH_SIZE:-largest}; } > "$OUT/prefetch.log" 2>&1 ;;
+                timeout $(lim 40) python3 -m kbenv.cli baselines build --set dlrm --ids 1,2 --device cuda --size ${PREFETCH_SIZE:-largest}; } > "$OUT/prefetch.log" 2>&1
+              unset KBENV_GPU_LANES ;;
     suite) timeout $(lim ${SUITE_LIMIT:-450}) python3 "$R/benchmarks/known_bad_suite.py" --json "$OUT/suite.json" \
              --only "${SUITE_ONLY:-}" > "$OUT/suite.log" 2>&1 ;;
     rollout) # known-good on every GPU, then on one GPU (evaluations/min each), same problems

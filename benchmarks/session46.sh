@@ -14,7 +14,7 @@ issue11() {
   tail -n 30 /tmp/gpuout/trusted.log; tail -n 15 /tmp/gpuout/tests.log
 }
 issue13() {
-  bash benchmarks/gpu_run.sh prefetch
+  PREFETCH_LANES=3 PREFETCH_LIMIT=200 bash benchmarks/gpu_run.sh prefetch
   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
     bash benchmarks/gpu_run.sh rollout
   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=4 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
