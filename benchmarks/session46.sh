@@ -17,7 +17,7 @@ issue13() {
   PREFETCH_LANES=3 PREFETCH_LIMIT=200 bash benchmarks/gpu_run.sh prefetch
   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
     bash benchmarks/gpu_run.sh rollout
-  ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=4 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
+  (( GPU_RUN_UNTIL - $(date +%s) > 170 )) && ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=4 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
     bash benchmarks/gpu_run.sh rollout
   tail -n 4 /tmp/gpuout/prefetch.log
   for f in /tmp/gpuout/rollout-good-*.log; do echo "== $f"; grep -A60 "Pace" "$f" | head -70; done
