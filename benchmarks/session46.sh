@@ -9,6 +9,11 @@ export GPU_RUN_UNTIL=$(( $(date +%s) + ${T:-600} - 20 ))
 left() { echo $(( GPU_RUN_UNTIL - $(date +%s) )); }
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
+# whether a dying context disturbs a kernel timed beside it (about 30 s; packed with the first stage's results)
+mkdir -p /tmp/gpuout
+timeout 75 python3 benchmarks/dying_context_spike.py --children 2 --gb 8 --out /tmp/gpuout/dying_spike.json \
+  > /tmp/gpuout/dying_spike.log 2>&1
+cat /tmp/gpuout/dying_spike.log
 if [[ $card == *H200* ]]; then
   REPEATS=5 TRUSTED_LIMIT=330 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
   (( $(left) > 90 )) && TESTS_LIMIT=400 bash benchmarks/gpu_run.sh tests
