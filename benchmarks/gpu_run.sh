@@ -27,7 +27,8 @@
 #   two GPUs (nvidia-h200-x2): ROLLOUT_GPUS=2 bash benchmarks/gpu_run.sh prefetch rollout
 #   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=240 ROLLOUT_LANES=3 (and 4) ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
 #     bash benchmarks/gpu_run.sh rollout   (stop 45: 14.3/min at three lanes; giving way during a compile, and since stop
-#     46 during a call, is newer: facts.lanes.split_s, printed by phase_split.py, says where giving way's time goes)
+#     46 during a call, is newer: facts.lanes.split_s, printed by phase_split.py, says where giving way's time goes;
+#     the same run with KBENV_LANE_PREEMPT=checkpoints ROLLOUT_TAG=b15ckpt, back to back, is stop 45's behaviour)
 #   python3 benchmarks/dying_context_spike.py --children 2 --gb 8 --out $OUT/dying_spike.json   (about 30 s: whether a
 #     dying context disturbs a kernel timed beside it; every timing phase waits for every lane's deaths now)
 # benchmarks/session46.sh runs these by the card that comes (stop 46's calls: an H200 for issue 11 first, an H100

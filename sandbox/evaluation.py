@@ -373,7 +373,7 @@ class Evaluation:
             # (a first call's Triton compile, a slow kernel), and another lane's timing phase waited it out. What
             # the candidate can learn (a pause inside a call) marks only an untimed call: timing phases never give
             # way, so no call is ever known to go unchecked
-            with self.sup.idle():
+            with self.sup.waiting_for_calls():
                 dones = lease.call_block(list(range(len(block))), deadline)
             self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
         # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for

@@ -149,9 +149,12 @@ class Supervisor:
         # lanes: this lane gives way to another's timing phase at its threads' checkpoints (kbenv.sandbox.preempt);
         # KBENV_LANE_PREEMPT=0 keeps every evaluation's shared hold of the GPU to its end, as before. Not with the
         # idle-probe fence (drivers without the process lock): it waits for the whole GPU, another lane's work too
+        # KBENV_LANE_PREEMPT=checkpoints: not during a call (stop 45's behaviour, for a measured comparison)
         self.yielder = None
+        mode = os.environ.get("KBENV_LANE_PREEMPT", "1")
+        self.give_way_in_calls = mode != "checkpoints"
         if lane_preempt is None:
-            lane_preempt = os.environ.get("KBENV_LANE_PREEMPT", "1") != "0"
+            lane_preempt = mode != "0"
         if self.lanes is not None and lane_preempt and self.fence.kind != "idle_probe":
             from kbenv.sandbox.preempt import Yielder, quiet_lane
             self.yielder = Yielder(self.lanes, lambda: quiet_lane(self, split=self.yielder.add_split))
@@ -212,6 +215,11 @@ class Supervisor:
     def idle(self):
         """The calling thread waits for another thread of this lane (kbenv.sandbox.preempt)."""
         return self.yielder.idle() if self.yielder is not None else contextlib.nullcontext()
+
+    def waiting_for_calls(self):
+        """The calling thread waits for its executor's reply to a block of calls: idle (:meth:`idle`) unless
+        ``KBENV_LANE_PREEMPT=checkpoints``."""
+        return self.idle() if self.give_way_in_calls else contextlib.nullcontext()
 
     def _evaluate(self, req: EvalRequest) -> EvalResult:
         try:

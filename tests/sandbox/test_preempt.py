@@ -268,7 +268,8 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
 
 def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
     """``lane_preempt=False`` (or ``KBENV_LANE_PREEMPT=0``, for a deployment's every lane): no watcher, and every
-    evaluation holds the GPU shared to its end, as before."""
+    evaluation holds the GPU shared to its end, as before; ``KBENV_LANE_PREEMPT=checkpoints`` gives way only at
+    checkpoints, not while a block of calls runs (stop 45's behaviour, for a measured comparison)."""
     import uuid
 
     from kbenv.sandbox.supervisor import Supervisor
@@ -279,11 +280,19 @@ def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
     monkeypatch.delenv("KBENV_LANE_PREEMPT")
     on = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}")
     one = Supervisor(device="cpu", cache_dir=cache_dir)
+    monkeypatch.setenv("KBENV_LANE_PREEMPT", "checkpoints")  # giving way, but not during a call (stop 45's)
+    checkpoints = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.delenv("KBENV_LANE_PREEMPT")
     try:
         assert off.yielder is None and env_off.yielder is None and one.yielder is None
-        assert on.yielder is not None
+        assert on.yielder is not None and on.give_way_in_calls
+        assert checkpoints.yielder is not None and not checkpoints.give_way_in_calls
+        with checkpoints.waiting_for_calls():  # not idle: the yielder's parked count is unchanged
+            assert checkpoints.yielder._parked == 0
+        with on.waiting_for_calls():
+            assert on.yielder._parked == 1
     finally:
-        for s in (off, env_off, on, one):
+        for s in (off, env_off, on, one, checkpoints):
             s.close()
 
 
