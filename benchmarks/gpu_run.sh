@@ -31,8 +31,8 @@
 #     the same run with KBENV_LANE_PREEMPT=checkpoints ROLLOUT_TAG=b15ckpt, back to back, is stop 45's behaviour)
 #   python3 benchmarks/dying_context_spike.py --children 2 --gb 8 --out $OUT/dying_spike.json   (about 30 s: whether a
 #     dying context disturbs a kernel timed beside it; every timing phase waits for every lane's deaths now)
-# benchmarks/session46.sh runs these by the card that comes (stop 46's calls: an H200 for issue 11 first, an H100
-# for issue 13's lanes first)
+# benchmarks/gpu_next.sh runs most of these in one call, by the card that comes (an H200: issue 11's; an H100: issue
+# 13's lanes, with and without giving way during calls), after the spike: `T=600 bash benchmarks/gpu_next.sh`
 set -u
 # GPU_RUN_UNTIL (epoch seconds; or GPU_RUN_BUDGET, seconds from now): no stage runs past it, whatever its own limit,
 # so a stage's results are packed before the device call's own limit kills everything (stop 44 lost a redteam stage
