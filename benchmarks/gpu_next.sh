@@ -6,7 +6,8 @@
 # On an H200: issue 11's figures (23, 88, 40, dlrm/2 at full size, 5 evaluations each; 23 and 88 only in a short
 # call; then test_gpu.py with what is left). On an H100: issue 13's lanes at --timing-budget 1.5, three lanes with
 # giving way during calls (stop 46) and, back to back, at checkpoints only (stop 45's), then four lanes; each
-# run's facts.lanes.split_s says where giving way's time goes; the build ahead (as three lanes plan) only with time.
+# run's facts.lanes.split_s says where giving way's time goes. (The build ahead as three lanes plan,
+# PREFETCH_LANES=3 bash benchmarks/gpu_run.sh prefetch, about 200 s, needs a call of its own before these.)
 set -u
 export GPU_RUN_UNTIL=$(( $(date +%s) + ${T:-600} - 20 ))
 left() { echo $(( GPU_RUN_UNTIL - $(date +%s) )); }
@@ -23,7 +24,6 @@ if [[ $card == *H200* ]]; then
   (( $(left) > 90 )) && TESTS_LIMIT=400 bash benchmarks/gpu_run.sh tests
   tail -n 30 /tmp/gpuout/trusted.log; tail -n 15 /tmp/gpuout/tests.log
 else
-  (( $(left) > 600 )) && PREFETCH_LANES=3 PREFETCH_LIMIT=200 bash benchmarks/gpu_run.sh prefetch
   for run in "3 b15" "3 b15ckpt" "4 b15"; do
     set -- $run
     mode=1; [[ $2 == *ckpt ]] && mode=checkpoints
