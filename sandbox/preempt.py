@@ -178,7 +178,7 @@ class Yielder:
     def facts(self) -> dict:
         """Counts and seconds since the lane started (the supervisor reports one evaluation's difference)."""
         return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up,
-                "split_s": {k: round(v, 3) for k, v in self.split_s.items()}}
+                "split_s": {k: round(v, 3) for k, v in dict(self.split_s).items()}}  # (a copy: the watcher adds)
 
     def close(self) -> None:
         self._stop.set()
@@ -193,6 +193,7 @@ def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
     a candidate's gets ``fence_s`` (its queued work is a few calls of milliseconds), a baseline's a minute, so
     that no trusted process is lost to a candidate that slows the GPU (a lost one would be a harness fault)."""
     held: list = []
+    paused: list[int] = []
     t = [time.monotonic()]
 
     def step(name: str) -> None:  # ``split(step, seconds)``: where the time goes (``Yielder.add_split``)
@@ -200,7 +201,6 @@ def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
         if split is not None:
             split(name, now - t[0])
         t[0] = now
-    paused: list[int] = []
 
     def resume() -> None:
         for p in held:

@@ -296,11 +296,10 @@ def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
             s.close()
 
 
-def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
-    """A compile can last long (an import that sleeps, an extension still building), and the thread that waits for
-    it has no GPU work of its own: it counts as parked, so the lane gives way during it, holding the candidate's
-    executor mid-import. Lane b's candidate sleeps 12 s at import; lane a, started once b's executor is taken, times
-    long before b's compile ends. Both pass (b's import goes on where it stopped)."""
+def _slow_b_then_a(cache_dir, b_candidate: str, a_after_s: float):
+    """Two CPU lanes: lane b evaluates ``b_candidate``; ``a_after_s`` after b's executor is taken, lane a evaluates
+    the known-good kernel. Returns a's result, b's, a's wall time, and the states of b's candidate's processes each
+    time b made itself quiet to give way."""
     import uuid
 
     from kbenv.sandbox.process import proc_state
@@ -311,7 +310,6 @@ def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
     limits = {"compile_s": 60, "spawn_s": 60, "trial_s": 60, "timing_s": 120}
     sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
     sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
-    slow_import = "import time as _t\n_t.sleep(12)\n" + GOOD
     quiet, seen = sb.yielder.quiet, []
 
     def watched_quiet():
@@ -321,11 +319,12 @@ def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
     sb.yielder.quiet = watched_quiet
     try:
         out = {}
-        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow_import,
+        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=b_candidate,
                                                                          size="small"))))
         deadline = time.monotonic() + 60
         while not sb.pool.taken and time.monotonic() < deadline:
             time.sleep(0.05)
+        time.sleep(a_after_s)
         t0 = time.monotonic()
         ra = sa.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
         a_done = time.monotonic() - t0
@@ -334,59 +333,36 @@ def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
         assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
         assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
         assert rb.facts["lanes"]["gave_way"] >= 1, (rb.facts["lanes"], sb.yielder.last_error)
-        assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-import
-        assert rb.phase_seconds["compile"] >= 12, rb.phase_seconds
-        # a finished while b was still compiling: it did not wait b's compile out
-        assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
+        return ra, rb, a_done, seen
     finally:
         sa.close()
         sb.close()
+
+
+def test_a_lane_gives_way_while_its_candidate_compiles(cache_dir):
+    """A compile can last long (an import that sleeps, an extension still building), and the thread that waits for
+    it has no GPU work of its own: it counts as parked, so the lane gives way during it, holding the candidate's
+    executor mid-import. Lane b's candidate sleeps 12 s at import; lane a, started once b's executor is taken, times
+    long before b's compile ends. Both pass (b's import goes on where it stopped)."""
+    from test_faults import GOOD
+    ra, rb, a_done, seen = _slow_b_then_a(cache_dir, "import time as _t\n_t.sleep(12)\n" + GOOD, 0)
+    assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-import
+    assert rb.phase_seconds["compile"] >= 12, rb.phase_seconds
+    # a finished while b was still compiling: it did not wait b's compile out
+    assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
 
 
 def test_a_lane_gives_way_while_its_candidate_runs_a_long_call(cache_dir):
     """A correctness block can last long (a first call's Triton compile on the GPU, a slow kernel), and the thread
     that waits for its reply has no GPU work of its own: it counts as parked, so the lane gives way during the call,
     holding the candidate's executor mid-call. Lane b's candidate sleeps 12 s in its first call; lane a, started
-    once b's executor is taken, times long before that call ends. Both pass (b's call goes on where it stopped)."""
-    import uuid
-
-    from kbenv.sandbox.process import proc_state
-    from kbenv.sandbox.result import EvalRequest
-    from kbenv.sandbox.supervisor import Supervisor
-    from test_faults import GOOD, PID, with_forward
-    key = f"test-{uuid.uuid4().hex[:8]}"
-    limits = {"compile_s": 60, "spawn_s": 60, "trial_s": 60, "timing_s": 120}
-    sa = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
-    sb = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=key, limits=limits)
+    once b's first call is under way, times long before that call ends. Both pass (b's call goes on where it
+    stopped). With ``KBENV_LANE_PREEMPT=checkpoints`` (stop 45's behaviour) a's wait to time was 6.9 s."""
+    from test_faults import with_forward
     slow_first = with_forward("if not getattr(ModelNew, '_warm', False):\n    ModelNew._warm = True\n"
                               "    import time as _t; _t.sleep(12)\n")
-    quiet, seen = sb.yielder.quiet, []
-
-    def watched_quiet():
-        resume = quiet()
-        seen.append(sorted({proc_state(pid) for p in sb.pool.taken for pid in p.pids()}))
-        return resume
-    sb.yielder.quiet = watched_quiet
-    try:
-        out = {}
-        tb = _thread(lambda: out.__setitem__("b", sb.evaluate(EvalRequest(problem=PID, candidate=slow_first,
-                                                                         size="small"))))
-        deadline = time.monotonic() + 60
-        while not sb.pool.taken and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(4)  # b's compile done (about 1 s here), its first call under way
-        t0 = time.monotonic()
-        ra = sa.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
-        a_done = time.monotonic() - t0
-        tb.join(120)
-        rb = out["b"]
-        assert ra.verdict == "pass", (ra.category, ra.reason, ra.error)
-        assert rb.verdict == "pass", (rb.category, rb.reason, rb.error)
-        assert rb.facts["lanes"]["gave_way"] >= 1, (rb.facts["lanes"], sb.yielder.last_error)
-        assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-call
-        assert rb.phase_seconds["correctness"] >= 12 and rb.phase_seconds["compile"] < 4, rb.phase_seconds
-        # a finished while b's first call still slept: it did not wait that call out
-        assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
-    finally:
-        sa.close()
-        sb.close()
+    ra, rb, a_done, seen = _slow_b_then_a(cache_dir, slow_first, 4)  # b's compile takes about 1 s here
+    assert seen and all(states == ["T"] for states in seen), seen  # b's candidate held, mid-call
+    assert rb.phase_seconds["correctness"] >= 12 and rb.phase_seconds["compile"] < 4, rb.phase_seconds
+    # a finished while b's first call still slept: it did not wait that call out
+    assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
