@@ -50,7 +50,14 @@ class TimingPlan:
     order per side), never sooner: its half-width comes from the paired ratios' interquartile range, and from the
     three ratios of six rounds that range is small by chance often enough to end a phase on too few blocks for the
     lower quartiles the speedup is made of (H100: one of five evaluations of problem 23 at ``medium`` stopped after
-    six rounds, stop 39; back-to-back rollouts stopped problems 1, 24, 39 and 47 after 6-10, stops 36 and 39)."""
+    six rounds, stop 39; back-to-back rollouts stopped problems 1, 24, 39 and 47 after 6-10, stops 36 and 39).
+
+    Nor before ``interval_min_s`` of timed rounds: the first few tenths of a second of a phase run in an unsettled
+    machine state, the same for every round of it, so a tight interval says nothing about it. H100, stop 47,
+    problem 23 at ``medium``, five evaluations: two stopped by the interval after 12 rounds (0.59 s) and paid
+    1.093x and 1.091x; the three that ran 42-71 rounds paid 1.013-1.036x, and in those the first 4-6 rounds were
+    the slow ones (torch.compile's blocks 5-7% slower, the block calibration's intercept 1.0-1.5 ms against its
+    settled 0.5). The lower quartile of a side's blocks then comes from the settled rounds."""
 
     warmup_rounds: int = 1
     min_rounds: int = 5
@@ -61,13 +68,15 @@ class TimingPlan:
     pruned_every: int = 3
     calibrate_every: int = 4
     interval_min_rounds: int = 12
+    interval_min_s: float = 1.2
 
-    def stop(self, rounds: int, paired_rel_ci95: float, past_budget: bool) -> str | None:
-        """Why the rounds end after ``rounds`` counted ones (``interval`` or ``budget``), or None to go on; the
-        caller ends them at ``max_rounds`` itself."""
+    def stop(self, rounds: int, paired_rel_ci95: float, past_budget: bool, elapsed_s: float) -> str | None:
+        """Why the rounds end after ``rounds`` counted ones and ``elapsed_s`` seconds of timed rounds (``interval``
+        or ``budget``), or None to go on; the caller ends them at ``max_rounds`` itself."""
         if rounds < self.min_rounds:
             return None
-        if rounds >= self.interval_min_rounds and paired_rel_ci95 <= self.target_rel_ci:
+        if (rounds >= self.interval_min_rounds and elapsed_s >= self.interval_min_s
+                and paired_rel_ci95 <= self.target_rel_ci):
             return "interval"
         return "budget" if past_budget else None
 
@@ -346,7 +355,7 @@ class BlockCalibration:
     fence's lock cost removed only 0.13-0.17 ms; the rest, over few calls, pulled the ratio towards 1 (dlrm/2:
     1.28-1.32x at 10 slots, 1.39-1.47x at 32). Measured as the intercept of one trusted side's two blocks of the
     same round: its full block (n calls, ``T_n``) and, after the round with the L2 evicted again, a block of its
-    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of a phase's
+    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of the later half of a phase's
     estimates (a disturbed one-call block would shorten every block by too much, the faster side's most); with one
     slot there is no slope to tell ``c`` from ``t``, and the fence's cost (:func:`fence_overhead`, the least
     measured) is removed as before. With it (H100, stop 44, host B): dlrm/2 1.634x at 10 slots and 1.648x at 32,
@@ -363,7 +372,12 @@ class BlockCalibration:
 
     @property
     def overhead_s(self) -> float:
-        return statistics.median(self.estimates) if self.estimates else self.fence_s
+        """The median of the later half of the estimates (all of them up to two): the first rounds, where the
+        estimates are taken most often (:meth:`TimingPlan.calibrates`), run unsettled. H100, stop 47: a phase's
+        first four or five estimates 1.0-1.5 ms, its later ones 0.4-0.6 ms (problems 23 and 88)."""
+        if not self.estimates:
+            return self.fence_s
+        return statistics.median(self.estimates[len(self.estimates) // 2:])
 
     def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int) -> float:
         """One estimate from the fastest of the ``trusted`` leases (name -> lease; the least noisy slope), whose

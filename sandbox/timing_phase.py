@@ -160,7 +160,7 @@ class TimingPhase:
                     rounds += 1
                     schedule.after_round(counted, series)
                     why = plan.stop(rounds, speedup(cand, series).paired_rel_ci95 if rounds >= plan.min_rounds
-                                    else math.inf, time.monotonic() > t_budget)
+                                    else math.inf, time.monotonic() > t_budget, time.monotonic() - t0)
                     if why is not None:
                         stopped_by = why
                         break

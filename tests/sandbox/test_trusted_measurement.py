@@ -560,11 +560,24 @@ def test_the_interval_ends_the_rounds_only_after_enough_paired_ratios():
     ``interval_min_rounds``; the budget ends the rounds from ``min_rounds`` on."""
     from kbenv.sandbox.timing import TimingPlan
     plan = TimingPlan()
-    assert plan.stop(4, 0.001, past_budget=True) is None  # before min_rounds nothing ends them
-    assert plan.stop(6, 0.001, past_budget=False) is None  # a tight interval from three ratios: go on
-    assert plan.stop(6, 0.001, past_budget=True) == "budget"
-    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False) == "interval"
-    assert plan.stop(plan.interval_min_rounds, 0.05, past_budget=False) is None
+    s = plan.interval_min_s
+    assert plan.stop(4, 0.001, past_budget=True, elapsed_s=s) is None  # before min_rounds nothing ends them
+    assert plan.stop(6, 0.001, past_budget=False, elapsed_s=s) is None  # a tight interval from three ratios: go on
+    assert plan.stop(6, 0.001, past_budget=True, elapsed_s=s) == "budget"
+    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False, elapsed_s=s) == "interval"
+    assert plan.stop(plan.interval_min_rounds, 0.05, past_budget=False, elapsed_s=s) is None
+
+
+def test_the_interval_never_ends_the_rounds_inside_the_phases_unsettled_start():
+    """H100, stop 47: two of five evaluations of problem 23 were ended by a tight interval after 12 rounds (0.59 s),
+    all of them in the phase's unsettled first tenths of a second, and paid 1.09x against the others' 1.01-1.04x.
+    A tight interval before ``interval_min_s`` goes on; the budget still ends the rounds (a budget below it)."""
+    from kbenv.sandbox.timing import TimingPlan
+    plan = TimingPlan()
+    early = 0.5 * plan.interval_min_s
+    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False, elapsed_s=early) is None
+    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=True, elapsed_s=early) == "budget"
+    assert plan.stop(plan.interval_min_rounds, 0.001, past_budget=False, elapsed_s=plan.interval_min_s) == "interval"
 
 
 def test_a_timed_result_is_strict_json_even_where_too_few_rounds_bound_the_speedup(supervisor):
