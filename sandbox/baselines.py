@@ -376,11 +376,12 @@ class BaselineExecutors:
         alive = sum(t.is_alive() for t in list(self._reapers))
         return alive * (plan.baseline_bytes if plan is not None else 0)
 
-    def wait_reaped(self) -> None:
-        """Wait for the sets being reaped without touching the list (safe from the decoy's side thread, while
-        the evaluation's thread may add to it; :meth:`join` clears it later)."""
+    def wait_reaped(self, until: float | None = None) -> None:
+        """Wait for the sets being reaped (until ``until``, a monotonic time, if given) without touching the list
+        (safe from the decoy's side thread, while the evaluation's thread may add to it; :meth:`join` clears it
+        later)."""
         for t in list(self._reapers):
-            t.join()
+            t.join(None if until is None else max(0.0, until - time.monotonic()))
 
     def close(self, keep_ahead: bool = False, wait: bool = True) -> None:
         leases, region = list(self._leases.values()), self._region

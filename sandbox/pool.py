@@ -3,8 +3,10 @@ and reaped off the evaluation's path (``ExecutorPool``)."""
 
 from __future__ import annotations
 
+import select
 import shutil
 import threading
+import time
 
 import torch
 
@@ -149,11 +151,25 @@ class ExecutorPool:
         lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
         self._reapers.append((t, lease, self.executor_bytes + lent))
 
-    def wait_reaped(self) -> None:
-        """Wait for the executors being reaped, touching nothing else (another thread's; :meth:`join` finishes
-        them, on the supervisor's thread, and raises what a reaping raised)."""
+    def wait_reaped(self, until: float | None = None) -> None:
+        """Wait for the executors being reaped (until ``until``, a monotonic time, if given), touching nothing else
+        (another thread's; :meth:`join` finishes them, on the supervisor's thread, and raises what a reaping
+        raised)."""
         for t, _, _ in list(self._reapers):
-            t.join()
+            t.join(None if until is None else max(0.0, until - time.monotonic()))
+
+    def await_starts(self, until: float) -> None:
+        """Wait, until ``until`` at most, for every started spare's ready frame to have arrived, reading nothing:
+        safe beside the evaluation's thread, which may be taking one (``kbenv.sandbox.preempt``: the lane settles
+        its spares ahead while its threads park; :meth:`settle` is what makes sure, once they have)."""
+        for p in list(self.spares):
+            sock = p.sock
+            if not p.started or p.ready or sock is None:
+                continue
+            try:
+                select.select([sock], [], [], max(0.0, until - time.monotonic()))
+            except (OSError, ValueError):  # closed meanwhile (taken, or killed): nothing to wait for
+                continue
 
     def join(self, wait: bool = True) -> None:
         """Finish reaping disposed executors: all of them (``wait``), or those already gone. A reaping that

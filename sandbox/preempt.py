@@ -13,7 +13,8 @@ quiet, for as long as that timing phase lasts:
    compile: an import that sleeps, an extension still building; since stop 46 a block of calls: a first call's
    Triton compile, a slow kernel, the executor then held mid-call) counts as parked. If they have not all parked
    within ``park_s`` (a long block), the attempt is given up and made again later: the other lane then waits as it
-   did before, never longer.
+   did before, never longer. While they park, the lane waits ahead (``ahead()``, since stop 47) for what step 2
+   waits for without touching what its threads use: its dying processes, and its started spares' contexts.
 2. **Quiet.** The supervisor's ``quiet()`` makes every process of the lane quiet: processes being reaped are waited
    for (a dying context may still run kernels), started spares settle and are paused, and every live executor of
    the lane (the candidate's, the decoy's, the baselines') is held by the fence, which waits for the GPU work it
@@ -45,8 +46,8 @@ class Yielder:
     the function that lets them go on; it raises if it cannot (the attempt is then given up)."""
 
     def __init__(self, lanes, quiet: Callable[[], Callable[[], None]], poll_s: float = 0.01, park_s: float = 2.0,
-                 retry_s: float = 0.25):
-        self.lanes, self.quiet = lanes, quiet
+                 retry_s: float = 0.25, ahead: Callable[[float], None] | None = None):
+        self.lanes, self.quiet, self.ahead = lanes, quiet, ahead
         self.poll_s, self.park_s, self.retry_s = poll_s, park_s, retry_s
         self._cv = threading.Condition()
         self._working = 0  # registered threads
@@ -130,7 +131,15 @@ class Yielder:
         t0 = time.monotonic()
         with self._cv:
             self._closing = True
-            parked = self._cv.wait_for(lambda: self._parked >= self._working, timeout=self.park_s)
+        if self.ahead is not None:  # while the threads park: what quiet() would wait for first (its own step
+            try:  # then finds it done)
+                self.ahead(t0 + self.park_s)
+            except Exception:  # noqa: BLE001 - only a head start: quiet() waits for the same, and raises
+                pass
+            self.add_split("ahead", time.monotonic() - t0)
+        with self._cv:
+            parked = self._cv.wait_for(lambda: self._parked >= self._working,
+                                       timeout=max(0.0, t0 + self.park_s - time.monotonic()))
             # no registered thread: the evaluation is starting or has ended, outside what giving way covers
             parked = parked and self._working > 0
         self.add_split("park", time.monotonic() - t0)
@@ -185,6 +194,16 @@ class Yielder:
         self._thread.join(5.0)
 
 
+def wait_ahead(sup, until: float) -> None:
+    """What :func:`quiet_lane` waits for first, waited for while the lane's threads park (until ``until`` at most),
+    touching nothing they use: the lane's processes being reaped, and its started spares' ready frames (read by
+    nobody here). On an H100 (stop 47, three lanes, 28 give-ways) those two were 0.4 s of each give-way's 1.3-1.5 s
+    hand-over, after the threads' park (0.4-0.9 s)."""
+    sup.pool.wait_reaped(until)
+    sup.baselines.wait_reaped(until)
+    sup.pool.await_starts(until)
+
+
 def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
                split: Callable[[str, float], None] | None = None) -> Callable[[], None]:
     """Step 2 of the module's docstring, for the supervisor ``sup`` of a lane whose threads are parked: every process
@@ -230,4 +249,4 @@ def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
     return resume
 
 
-__all__ = ["Yielder", "quiet_lane"]
+__all__ = ["Yielder", "quiet_lane", "wait_ahead"]

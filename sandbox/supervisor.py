@@ -156,8 +156,9 @@ class Supervisor:
         if lane_preempt is None:
             lane_preempt = mode != "0"
         if self.lanes is not None and lane_preempt and self.fence.kind != "idle_probe":
-            from kbenv.sandbox.preempt import Yielder, quiet_lane
-            self.yielder = Yielder(self.lanes, lambda: quiet_lane(self, split=self.yielder.add_split))
+            from kbenv.sandbox.preempt import Yielder, quiet_lane, wait_ahead
+            self.yielder = Yielder(self.lanes, lambda: quiet_lane(self, split=self.yielder.add_split),
+                                   ahead=lambda until: wait_ahead(self, until))
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:

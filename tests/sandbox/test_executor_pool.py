@@ -126,3 +126,31 @@ def test_the_baselines_start_beside_dying_processes_and_warm_up_after_them():
         pass
     assert calls == ["hold_candidate", "baselines.ready", "pool.join(wait=True)", "baselines.join",
                      "baselines.leases"]
+
+
+def test_waiting_ahead_for_spares_reads_nothing_and_keeps_its_deadline(monkeypatch):
+    """``await_starts`` (a lane's wait ahead, beside the evaluation's thread, ``kbenv.sandbox.preempt``): it returns
+    once a started spare's first frame has arrived, leaving the frame to be read (by ``settle`` or a take); it
+    waits no longer than its deadline for a spare that sends nothing; and ``wait_reaped`` keeps a deadline too."""
+    import socket
+    import time
+    pool = _pool(monkeypatch, "cuda")
+    quick, quick_peer = socket.socketpair()
+    silent, _silent_peer = socket.socketpair()
+    pool.spares = [NS(started=True, ready=False, sock=quick), NS(started=True, ready=True, sock=silent)]
+    threading.Timer(0.3, lambda: quick_peer.sendall(b"ready-frame")).start()
+    t0 = time.monotonic()
+    pool.await_starts(t0 + 5.0)
+    assert 0.25 <= time.monotonic() - t0 < 2.0  # until the frame came (the ready spare was not waited for)
+    assert quick.recv(64, socket.MSG_PEEK) == b"ready-frame"  # unread
+    pool.spares = [NS(started=True, ready=False, sock=silent)]
+    t0 = time.monotonic()
+    pool.await_starts(t0 + 0.3)
+    assert 0.25 <= time.monotonic() - t0 < 1.0  # nothing came: the deadline
+    gate = threading.Event()
+    _dying(pool, gate, 1 << 20)
+    t0 = time.monotonic()
+    pool.wait_reaped(t0 + 0.3)
+    assert 0.25 <= time.monotonic() - t0 < 1.0
+    gate.set()
+    pool.wait_reaped()

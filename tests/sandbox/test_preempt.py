@@ -121,6 +121,53 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     y.close()
 
 
+def test_the_lane_waits_ahead_while_its_threads_park(tmp_path):
+    """What quiet() waits for first (dying processes, spares' contexts) is waited for while the threads park, not
+    after: a thread that parks 0.6 s after the request and an ahead that takes 0.6 s hand over in about 0.6 s, not
+    1.2. ``ahead`` runs before the thread has parked, and quiet() still runs once it has (``ahead`` decides
+    nothing); an ahead that raises is only a lost head start."""
+    for fail in (False, True):
+        (tmp_path / str(fail)).mkdir()
+        a, b = _lanes(tmp_path / str(fail))
+        quiet = _Quiet()
+        marks = {}
+
+        def ahead(until):
+            marks["ahead_start"] = time.monotonic()
+            assert until > marks["ahead_start"]
+            time.sleep(0.6)
+            marks["ahead_end"] = time.monotonic()
+            if fail:
+                raise RuntimeError("a spare's socket went away")
+        y = Yielder(b, quiet, park_s=3.0, ahead=ahead)
+        in_b, stop = threading.Event(), threading.Event()
+
+        ends = []
+
+        def b_work():  # steps of 0.6 s between checkpoints
+            with b.evaluation(), y.working():
+                in_b.set()
+                while not stop.is_set():
+                    y.checkpoint()
+                    time.sleep(0.6)
+                    ends.append(time.monotonic())
+        tb = _thread(b_work)
+        assert in_b.wait(WAIT)
+        log, entered = [], threading.Event()
+        ta = _thread(_timer(a, log), entered)
+        ta.join(WAIT)
+        stop.set()
+        tb.join(WAIT)
+        y.close()
+        assert [e for e, _ in log] == ["timing", "timed"] and y.gave_way >= 1, (log, y.last_error)
+        parked = min(t for t in ends if t > marks["ahead_start"])  # the step's end the request came in
+        assert quiet.spans and quiet.spans[0][0] >= parked, (quiet.spans, parked)  # quiet() once parked
+        # from the request to quiet(): about 0.6 s (ahead and the park together), not 1.2 (one after the other)
+        assert quiet.spans[0][0] - marks["ahead_start"] < 0.95, (quiet.spans, marks)
+        split = y.facts()["split_s"]
+        assert 0.55 <= split["ahead"] <= split["park"] < 1.1, split  # overlapped: about 0.6 s, not 1.2
+
+
 def test_a_thread_leaving_its_work_while_the_lane_gives_way_waits_until_it_has(tmp_path):
     """The evaluation's thread reaches its block's end (its evaluation then lets its holds go and starts spares)
     while the lane is about to give way: it waits there, parked, and leaves only after the other lane timed."""
@@ -255,8 +302,10 @@ def test_two_cpu_lanes_one_gives_way_to_the_others_timing_phase(cache_dir):
         assert seen and all(states == ["T"] for states in seen), seen  # its candidate and baselines held
         # where b's giving way went, step by step: parking, each step of quiet_lane, and away for a's timing phase
         split = rb.facts["lanes"]["split_s"]
-        assert {"park", "quiet", "reaped", "spares_settle", "spares_pause", "fence_holds", "away"} <= set(split), split
+        assert {"ahead", "park", "quiet", "reaped", "spares_settle", "spares_pause", "fence_holds",
+                "away"} <= set(split), split
         assert split["away"] > 0 and split["quiet"] >= split["fence_holds"], split
+        assert split["park"] >= split["ahead"], split  # waited ahead inside the park's time, never after it
         # a's wait for the GPU alone was shorter than b's correctness alone (about 5 s: six calls of 0.8 s), which
         # it would have waited out (b lets the GPU go only when it times, without giving way)
         assert ra.facts["timing_setup_s"]["lane_wait"] < rb.phase_seconds["correctness"] / 2, (
