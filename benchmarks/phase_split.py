@@ -57,10 +57,12 @@ def main(path: str) -> None:
           f"{100 * rest / total if total else 0:5.1f}%")
     for title, fact in (("baseline set-up", ("baseline_setup",)), ("timing set-up", ("timing_setup_s",)),
                         ("decoy", ("decoy", "split_s")), ("lanes", ("lanes",)),
-                        ("giving way", ("lanes", "split_s"))):
+                        ("giving way", ("lanes", "split_s")),
+                        ("attempts given up, by where a thread that did not park was", ("lanes", "unparked"))):
         n, split = summed(rows, *fact)
         if n:
-            print(f"{title} of the {n} evaluations that have it (seconds summed):")
+            unit = "counts" if fact[-1] == "unparked" else "seconds"
+            print(f"{title} of the {n} evaluations that have it ({unit} summed):")
             for k, v in split.items():
                 print(f"  {k:20s} {v:8.2f}")
 

@@ -38,7 +38,8 @@ class DecoyPhase:
         (in :class:`DecoyRun`'s thread, beside correctness; ``run`` learns the executor, so that it can kill it)."""
         if run is None:  # on the evaluation's own thread
             return self._run(None)
-        with self.ev.sup.working():  # a thread of the lane beside the evaluation's (kbenv.sandbox.preempt)
+        # a thread of the lane beside the evaluation's (kbenv.sandbox.preempt)
+        with self.ev.sup.working("decoy_start"):
             return self._run(run)
 
     def _run(self, run: "DecoyRun | None") -> dict:
@@ -48,7 +49,7 @@ class DecoyPhase:
         out = {"custom_kernels": kernels, "noop_correct": None, "beside": run is not None}
         split = PhaseSplit()  # where the decoy's time goes: its executor, its build, its call and judging (a fact)
         if kernels and source is not None:
-            ev.sup.checkpoint()
+            ev.sup.checkpoint("decoy_take_executor")
             with split("take_executor"):
                 # beside correctness it holds the plan's decoy room: processes still dying wait unless they fit
                 # the room beside it (ExecutorPool.take)
@@ -68,7 +69,7 @@ class DecoyPhase:
                         raise CandidateFault("crash", "the decoy run was abandoned")
                 lease = Lease(proc, ev.device, SlotLayout.build(ev.official_spec[0], ev.st.out_specs, 1,
                                                                 lend_outputs=ev.device.type != "cuda"))
-                ev.sup.checkpoint()
+                ev.sup.checkpoint("decoy_compile")
                 with split("compile"):
                     ev.compile(lease, source, Deadline("decoy", ev.sup.limits["compile_s"]), phase=None)
 

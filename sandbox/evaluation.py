@@ -9,6 +9,7 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -121,7 +122,8 @@ class Evaluation:
         res.facts["timed_domain"] = self.timed_domain
         if self.timed_domain != "default":
             res.facts["timed_domain_tolerance"] = self.timed_contract.facts()
-        self.sup.checkpoint()  # (each checkpoint: where another lane's timing phase may have the GPU meanwhile)
+        # (each checkpoint: where another lane's timing phase may have the GPU meanwhile; named by what follows)
+        self.sup.checkpoint("take_executor")
         t0 = time.monotonic()
         try:
             proc = self.sup.pool.take()
@@ -169,9 +171,9 @@ class Evaluation:
         self.decoy_source = noop if kernels else None
         if self.sup.builds is not None and self.decoy_source:  # it builds while the candidate compiles and runs
             self.sup.builds.submit(self.decoy_source)
-        self.sup.checkpoint()
+        self.sup.checkpoint("compile")
         self.compile(self.lease, self.req.candidate, Deadline("compile", self.sup.limits["compile_s"]))
-        self.sup.checkpoint()
+        self.sup.checkpoint("baseline_prepare")
         res.facts["prebuilt"] = self.prebuilt
         res.facts["build_wait_s"] = round(self.build_wait_s, 3)
         res.facts["builders"] = self.sup.builds.workers if self.sup.builds is not None else 0
@@ -198,7 +200,7 @@ class Evaluation:
         finally:
             with self.sup.idle():  # (another thread of the lane: idle counts as parked, see kbenv.sandbox.preempt)
                 beside.join()
-        self.sup.checkpoint()
+        self.sup.checkpoint("timing_setup")
         timing = self.timing(res) if self.req.measure_time else None
         self._dispose_parked()  # the decoy's executor held through timing dies beside the verdict and what follows
         if dec is None:
@@ -356,11 +358,11 @@ class Evaluation:
         mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate.
         ``split``: where the block's time goes (a fact)."""
         split = split or PhaseSplit()
-        self.sup.checkpoint()
+        self.sup.checkpoint("block")
         # the supervisor's transient memory (an input set in flight, references, output copies, the checks'
         # temporaries) is planned for one thread at a time: correctness and the decoy beside it take turns, in
         # writing inputs as in judging
-        with split("inputs"), self.sup.transient_lock:
+        with split("inputs"), self.sup.transient_turn():
             for k, (domain, seed, pattern) in enumerate(block):
                 lease.write_inputs(k, self._trial_inputs(domain, seed))
                 lease.poison_outputs(k, pattern)
@@ -378,14 +380,12 @@ class Evaluation:
             self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
         # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for
         # one judge at a time: correctness and the decoy beside it take turns
+        turn = contextlib.ExitStack()
         with split("judge_turn"):
-            self.sup.transient_lock.acquire()
-        try:
-            with split("judge"):
-                self._judge_block(lease, block, dones, judge)
-        finally:
-            self.sup.transient_lock.release()
-        self.sup.checkpoint()
+            turn.enter_context(self.sup.transient_turn())
+        with turn, split("judge"):
+            self._judge_block(lease, block, dones, judge)
+        self.sup.checkpoint("after_block")
 
     def _judge_block(self, lease: Lease, block: list, dones: list, judge) -> None:
         try:

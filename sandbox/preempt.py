@@ -61,16 +61,25 @@ class Yielder:
         # (``quiet_lane`` adds its own steps: reaping, spares settling and pausing, fence holds, the sync), and
         # away (the other lane's timing phase and taking the GPU back)
         self.split_s: dict[str, float] = {}
+        # where the threads that did not park were (a fact, by the last checkpoint each passed): what a given-up
+        # attempt waited on, to be made parkable next (H100, stop 47: 2-16 attempts given up per 16 evaluations)
+        self.unparked: dict[str, int] = {}
+        self._where: dict[int, str] = {}  # thread -> the last checkpoint it passed
+        self._working_ids: dict[int, int] = {}  # thread -> how many working() blocks it is in
+        self._parked_ids: dict[int, int] = {}  # thread -> how many parks or idles it is in
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kbenv-lane-yielder", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------------------------ the lane's threads
     @contextlib.contextmanager
-    def working(self):
+    def working(self, where: str = "start"):
         """A thread of the lane that uses the GPU, from here to the block's end (it enters at a checkpoint)."""
+        me = threading.get_ident()
         with self._cv:
             self._working += 1
+            _count(self._working_ids, me, +1)
+            self._where[me] = where
             self._wait_open()
         try:
             yield
@@ -80,11 +89,15 @@ class Yielder:
                 # evaluation lets its holds go and starts spares, which must not happen while the lane gives way
                 self._wait_open()
                 self._working -= 1
+                _count(self._working_ids, me, -1)
                 self._cv.notify_all()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, where: str = "") -> None:
         """A point where the calling thread has no GPU work of its own queued: it parks here while the lane gives
-        way. Free when nobody waits to time."""
+        way. Free when nobody waits to time. ``where`` names what the thread does next (a fact, where it does
+        not park in time: :attr:`unparked`)."""
+        if where:
+            self._where[threading.get_ident()] = where
         if not self._closing:
             return
         with self._cv:
@@ -94,25 +107,31 @@ class Yielder:
     def idle(self):
         """The calling thread waits with no GPU work of its own (for another thread of the lane, or a build): it
         counts as parked; on leaving it parks if the lane is giving way."""
+        me = threading.get_ident()
         with self._cv:
             self._parked += 1
+            _count(self._parked_ids, me, +1)
             self._cv.notify_all()
         try:
             yield
         finally:
             with self._cv:
                 self._parked -= 1
+                _count(self._parked_ids, me, -1)
                 self._wait_open()
 
     def _wait_open(self) -> None:
         """(With the condition held.) Parked until no attempt to give way is on."""
+        me = threading.get_ident()
         while self._closing:
             self._parked += 1
+            _count(self._parked_ids, me, +1)
             self._cv.notify_all()
             try:
                 self._cv.wait()
             finally:
                 self._parked -= 1
+                _count(self._parked_ids, me, -1)
 
     # -------------------------------------------------------------------------------------------- watching
     def _watch(self) -> None:
@@ -140,6 +159,11 @@ class Yielder:
         with self._cv:
             parked = self._cv.wait_for(lambda: self._parked >= self._working,
                                        timeout=max(0.0, t0 + self.park_s - time.monotonic()))
+            if not parked:  # where the threads that did not park were (a fact)
+                for me in self._working_ids:
+                    if not self._parked_ids.get(me):
+                        where = self._where.get(me, "?")
+                        self.unparked[where] = self.unparked.get(where, 0) + 1
             # no registered thread: the evaluation is starting or has ended, outside what giving way covers
             parked = parked and self._working > 0
         self.add_split("park", time.monotonic() - t0)
@@ -187,11 +211,21 @@ class Yielder:
     def facts(self) -> dict:
         """Counts and seconds since the lane started (the supervisor reports one evaluation's difference)."""
         return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up,
-                "split_s": {k: round(v, 3) for k, v in dict(self.split_s).items()}}  # (a copy: the watcher adds)
+                "split_s": {k: round(v, 3) for k, v in dict(self.split_s).items()},  # (copies: the watcher adds)
+                "unparked": dict(self.unparked)}
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5.0)
+
+
+def _count(counts: dict, key, step: int) -> None:
+    """A per-thread count (with the condition held): a thread leaves the dict when its count falls to 0."""
+    n = counts.get(key, 0) + step
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
 
 
 def wait_ahead(sup, until: float) -> None:

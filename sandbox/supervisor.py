@@ -182,7 +182,7 @@ class Supervisor:
             with self.lanes.evaluation():
                 try:
                     self.pool.refill(start=True)
-                    with self.working():
+                    with self.working("evaluation_start"):
                         res = self._evaluate(req)
                 finally:
                     self.pool.settle()
@@ -204,18 +204,33 @@ class Supervisor:
         return res
 
     # ---------------------------------------------------------------- giving way to another lane's timing phase
-    def checkpoint(self) -> None:
-        """A point where the calling thread has no GPU work of its own queued (kbenv.sandbox.preempt)."""
+    def checkpoint(self, where: str = "") -> None:
+        """A point where the calling thread has no GPU work of its own queued (kbenv.sandbox.preempt); ``where``
+        names what it does next (a fact where it does not park in time)."""
         if self.yielder is not None:
-            self.yielder.checkpoint()
+            self.yielder.checkpoint(where)
 
-    def working(self):
+    def working(self, where: str = "start"):
         """The calling thread uses the GPU for this lane until the block ends (kbenv.sandbox.preempt)."""
-        return self.yielder.working() if self.yielder is not None else contextlib.nullcontext()
+        return self.yielder.working(where) if self.yielder is not None else contextlib.nullcontext()
 
     def idle(self):
         """The calling thread waits for another thread of this lane (kbenv.sandbox.preempt)."""
         return self.yielder.idle() if self.yielder is not None else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def transient_turn(self):
+        """This thread's turn with the plan's transient memory (:attr:`transient_lock`: correctness and the decoy
+        beside it take turns). Waiting for it is idle (:meth:`idle`: no GPU work of its own queued), so a thread
+        waiting on the other's judging never keeps its lane from giving way; a thread that got its turn while the
+        lane gave way parks, holding it, before it uses it, and the other, waiting, counts as parked too."""
+        if not self.transient_lock.acquire(blocking=False):
+            with self.idle():
+                self.transient_lock.acquire()
+        try:
+            yield
+        finally:
+            self.transient_lock.release()
 
     def waiting_for_calls(self):
         """The calling thread waits for its executor's reply to a block of calls: idle (:meth:`idle`) unless

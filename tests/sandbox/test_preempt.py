@@ -107,6 +107,7 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     def b_busy():  # a long step with no checkpoint (a compile, a long block)
         with b.evaluation(), y.working():
             in_b.set()
+            y.checkpoint("long_step")
             release.wait(WAIT)
     tb = _thread(b_busy)
     assert in_b.wait(WAIT)
@@ -114,6 +115,8 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     ta = _thread(_timer(a, log), entered)
     time.sleep(1.0)
     assert not log and y.gave_way == 0 and y.given_up >= 1 and not quiet.spans  # never forced
+    # where the thread that did not park was, by the last checkpoint it passed: once per attempt given up
+    assert y.facts()["unparked"] == {"long_step": y.given_up}, (y.facts(), y.last_error)
     release.set()
     tb.join(WAIT)
     ta.join(WAIT)
@@ -166,6 +169,44 @@ def test_the_lane_waits_ahead_while_its_threads_park(tmp_path):
         assert quiet.spans[0][0] - marks["ahead_start"] < 0.95, (quiet.spans, marks)
         split = y.facts()["split_s"]
         assert 0.55 <= split["ahead"] <= split["park"] < 1.1, split  # overlapped: about 0.6 s, not 1.2
+
+
+def test_a_thread_waiting_for_the_other_threads_turn_with_transient_memory_counts_as_parked(cache_dir):
+    """Correctness and the decoy beside it take turns with the supervisor's transient memory
+    (``Supervisor.transient_turn``). A thread waiting for its turn has no GPU work of its own: it counts as parked,
+    so the lane can give way while the other thread judges; a turn handed over while the lane gives way is parked
+    on before it is used."""
+    import uuid
+
+    from kbenv.sandbox.supervisor import Supervisor
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}")
+    try:
+        y = sup.yielder
+        holding, release, got = threading.Event(), threading.Event(), threading.Event()
+
+        def holder():
+            with sup.transient_turn():
+                holding.set()
+                release.wait(WAIT)
+
+        def waiter():
+            with sup.transient_turn():
+                got.set()
+        th = _thread(holder)
+        assert holding.wait(WAIT)
+        tw = _thread(waiter)
+        deadline = time.monotonic() + WAIT
+        while y._parked < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert y._parked == 1 and not got.is_set()  # the waiter: parked while it waits its turn
+        release.set()
+        th.join(WAIT)
+        tw.join(WAIT)
+        assert got.is_set() and y._parked == 0 and not sup.transient_lock.locked()
+        with sup.transient_turn():  # uncontended: taken at once, nothing counted
+            assert y._parked == 0 and sup.transient_lock.locked()
+    finally:
+        sup.close()
 
 
 def test_a_thread_leaving_its_work_while_the_lane_gives_way_waits_until_it_has(tmp_path):
