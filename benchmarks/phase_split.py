@@ -58,10 +58,11 @@ def main(path: str) -> None:
     for title, fact in (("baseline set-up", ("baseline_setup",)), ("timing set-up", ("timing_setup_s",)),
                         ("decoy", ("decoy", "split_s")), ("lanes", ("lanes",)),
                         ("giving way", ("lanes", "split_s")),
-                        ("attempts given up, by where a thread that did not park was", ("lanes", "unparked"))):
+                        ("attempts given up, by where a thread that did not park was", ("lanes", "unparked")),
+                        ("attempts given up, by what kept the lane from being quiet", ("lanes", "not_quiet"))):
         n, split = summed(rows, *fact)
         if n:
-            unit = "counts" if fact[-1] == "unparked" else "seconds"
+            unit = "counts" if fact[-1] in ("unparked", "not_quiet") else "seconds"
             print(f"{title} of the {n} evaluations that have it ({unit} summed):")
             for k, v in split.items():
                 print(f"  {k:20s} {v:8.2f}")

@@ -64,6 +64,7 @@ class Yielder:
         # where the threads that did not park were (a fact, by the last checkpoint each passed): what a given-up
         # attempt waited on, to be made parkable next (H100, stop 47: 2-16 attempts given up per 16 evaluations)
         self.unparked: dict[str, int] = {}
+        self.not_quiet: dict[str, int] = {}  # attempts given up because quiet() raised, by the exception's type
         self._where: dict[int, str] = {}  # thread -> the last checkpoint it passed
         self._working_ids: dict[int, int] = {}  # thread -> how many working() blocks it is in
         self._parked_ids: dict[int, int] = {}  # thread -> how many parks or idles it is in
@@ -183,6 +184,7 @@ class Yielder:
             except Exception as e:  # noqa: BLE001 - the attempt is given up; what failed shows in the evaluation
                 self.given_up += 1
                 self.last_error = f"{type(e).__name__}: {e}"[:300]
+                self.not_quiet[type(e).__name__] = self.not_quiet.get(type(e).__name__, 0) + 1
                 return False
             finally:
                 self.add_split("quiet", time.monotonic() - t_quiet)
@@ -212,7 +214,7 @@ class Yielder:
         """Counts and seconds since the lane started (the supervisor reports one evaluation's difference)."""
         return {"gave_way": self.gave_way, "gave_way_s": round(self.gave_way_s, 3), "given_up": self.given_up,
                 "split_s": {k: round(v, 3) for k, v in dict(self.split_s).items()},  # (copies: the watcher adds)
-                "unparked": dict(self.unparked)}
+                "unparked": dict(self.unparked), "not_quiet": dict(self.not_quiet)}
 
     def close(self) -> None:
         self._stop.set()
@@ -238,13 +240,18 @@ def wait_ahead(sup, until: float) -> None:
     sup.pool.await_starts(until)
 
 
-def quiet_lane(sup, fence_s: float = 10.0, trusted_fence_s: float = 60.0,
+def quiet_lane(sup, fence_s: float = 2.0, trusted_fence_s: float = 60.0,
                split: Callable[[str, float], None] | None = None) -> Callable[[], None]:
     """Step 2 of the module's docstring, for the supervisor ``sup`` of a lane whose threads are parked: every process
     of it quiet, and its own context's work done. Returns what lets them go on (it raises, with everything it
-    held let go, where it cannot). A fence that does not hold in time kills the process (``ProcessLockFence``):
-    a candidate's gets ``fence_s`` (its queued work is a few calls of milliseconds), a baseline's a minute, so
-    that no trusted process is lost to a candidate that slows the GPU (a lost one would be a harness fault)."""
+    held let go, where it cannot). A candidate's process gets ``fence_s``, a baseline's a minute, so that no
+    trusted process is lost to a candidate that slows the GPU (a lost one would be a harness fault). A lock the
+    driver ends at its timeout gives the attempt up; one it does not end kills the process a second later
+    (``ProcessLockFence``): that candidate's timeout, which sharing can cause, judged again alone.
+
+    Why 2 s for a candidate's (10 s before stop 47): the candidate's processes not yet held here are those held
+    mid-call or mid-import (since stops 45 and 46), and giving way is only worth it when it is quick. H100, stop
+    47, three lanes: one such lock ran to the driver's 10 s timeout, and the lane waiting to time waited 10.3 s."""
     held: list = []
     paused: list[int] = []
     t = [time.monotonic()]

@@ -214,7 +214,8 @@ def test_a_lane_passes_an_honest_kernel_and_judges_a_timeout_again_alone(cache_d
         good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
         assert good.verdict == "pass", (good.category, good.reason, good.error)
         assert good.facts["lanes"] == {"lanes": 2, "alone": False, "gave_way": 0, "gave_way_s": 0.0, "given_up": 0,
-                                       "split_s": {}, "unparked": {}}
+                                       "split_s": {}, "unparked": {},
+                                       "not_quiet": {}}
         hang = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("while True: pass\n"), size="small"))
         assert hang.category == "timeout", (hang.category, hang.reason)
         assert hang.facts["lanes"]["alone"] is True and "timeout" in hang.facts["lanes"]["shared_result"]

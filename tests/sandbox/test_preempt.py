@@ -116,7 +116,8 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     time.sleep(1.0)
     assert not log and y.gave_way == 0 and y.given_up >= 1 and not quiet.spans  # never forced
     # where the thread that did not park was, by the last checkpoint it passed: once per attempt given up
-    assert y.facts()["unparked"] == {"long_step": y.given_up}, (y.facts(), y.last_error)
+    unparked = y.facts()["unparked"]  # (the watcher goes on retrying meanwhile)
+    assert set(unparked) == {"long_step"} and unparked["long_step"] >= 1, (unparked, y.last_error)
     release.set()
     tb.join(WAIT)
     ta.join(WAIT)
@@ -250,6 +251,8 @@ def test_a_lane_that_cannot_be_made_quiet_keeps_the_gpu(tmp_path):
     ta = _thread(_timer(a, log), entered)
     time.sleep(0.6)
     assert not log and y.gave_way == 0 and "could not be held" in y.last_error
+    nq = y.facts()["not_quiet"]  # (a fact; the watcher goes on retrying meanwhile)
+    assert set(nq) == {"RuntimeError"} and nq["RuntimeError"] >= 1, nq
     stop.set()
     tb.join(WAIT)
     ta.join(WAIT)
