@@ -66,6 +66,15 @@ def main(path: str) -> None:
             print(f"{title} of the {n} evaluations that have it ({unit} summed):")
             for k, v in split.items():
                 print(f"  {k:20s} {v:8.2f}")
+    n, split = summed(rows, "settling")  # a ratio per side: its mean, not its sum
+    if n:
+        print(f"settling of the {n} timing phases that have it (a side's first four blocks over the rest, mean):")
+        counts = defaultdict(int)
+        for r in rows:
+            for k in ((r.get("facts") or {}).get("settling") or {}):
+                counts[k] += 1
+        for k, v in split.items():
+            print(f"  {k:20s} {v / max(counts[k], 1):8.4f}")
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ def main() -> None:
                "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),
                "cpus": r.facts.get("cpus"), "gpu_state": r.facts.get("gpu_state"),
                "per_call_ms": r.timings.get("per_call_ms"), "round_split_s": r.facts.get("round_split_s"),
+               "settling": r.facts.get("settling"),
                "sm_mhz_after_block": r.facts.get("sm_mhz_after_block"), "decoy": r.facts.get("decoy"),
                "baselines_pruned": r.facts.get("baselines_pruned"),
                "baselines_restored": r.facts.get("baselines_restored"), "sandbox": r.facts.get("sandbox"),

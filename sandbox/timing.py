@@ -194,6 +194,20 @@ def speedup(cand: Series, series: dict) -> Speedup:
     return Speedup(ratio, rel, paired, best.name)
 
 
+def settling(sides: list, first: int = 4) -> dict:
+    """Each side's median block time over its first ``first`` counted rounds against its median over the rest, as
+    timed (a fact, where a side has at least twice ``first``): above 1 where the phase's start ran slow. H100, stop
+    47, problem 23 at ``medium``: torch.compile's first rounds 5-7% slower, the candidate's up to 5%; what the
+    interval rule's ``interval_min_s`` and the lower quartile are there for, watched in every result."""
+    out = {}
+    for s in sides:
+        if len(s.raw_s) >= 2 * first:
+            late = statistics.median(s.raw_s[first:])
+            if late > 0:
+                out[s.name] = round(statistics.median(s.raw_s[:first]) / late, 4)
+    return out
+
+
 def worth_timing(series: dict, active: list, ratio: float) -> list:
     """The baselines of ``active`` worth timing every round: those whose typical time (the figure :func:`speedup`
     picks the fastest baseline by) is within ``ratio`` of the fastest one's (:attr:`TimingPlan.prune_ratio`). One

@@ -23,8 +23,8 @@ from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
-from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan, flush_l2, speedup,
-                                  time_block)
+from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan, flush_l2, settling,
+                                  speedup, time_block)
 
 
 def _finite(x: float) -> float | None:
@@ -190,6 +190,7 @@ class TimingPhase:
         res.facts["baselines_pruned"] = schedule.pruned  # timed only every few rounds after that many: far slower
         res.facts["baselines_restored"] = schedule.restored  # timed every round again: within prune_ratio after all
         res.facts["round_split_s"] = split.seconds()
+        res.facts["settling"] = settling([cand, *series.values()])  # the phase's first rounds against the rest
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
         sup.baselines.record(st, dict(res.baseline))

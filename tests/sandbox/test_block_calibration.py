@@ -172,3 +172,13 @@ def test_kbenv_baselines_build_fits_the_evaluations_memory_plan_before_it_lays_o
     with pytest.raises(Fitted):
         b.get(get_problem("kernelbench/level1/23"), "medium", "fp32")
     assert calls == [("kernelbench/level1/23", "medium", "fp32")]
+
+
+def test_settling_compares_a_sides_first_rounds_with_the_rest():
+    """A fact in every timed result (``facts.settling``): a side whose first four blocks ran 6% slow shows 1.06; a
+    side with too few rounds is left out."""
+    from kbenv.sandbox.timing import settling
+    slow_start = Series("compile", raw_s=[1.06e-3] * 4 + [1.0e-3] * 8)
+    steady = Series("candidate", raw_s=[0.9e-3] * 12)
+    short = Series("eager", raw_s=[2.0e-3] * 7)
+    assert settling([steady, slow_start, short]) == {"candidate": 1.0, "compile": 1.06}
