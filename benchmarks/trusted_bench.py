@@ -150,6 +150,12 @@ def main() -> None:
             print(f"   slots {summary['slots']}; per call (median of medians): " + ", ".join(
                 f"{k} {v:.4f} ms" for k, v in summary["side_median_ms"].items()) + "; block overhead removed "
                   + ", ".join(str(r["block_overhead_ms"]) for r in rows) + " ms", flush=True)
+            # each evaluation's rounds, why they ended, and how its first blocks compared with the rest (stop 47: the
+            # outliers were phases ended after 12 unsettled rounds)
+            print("   rows: " + "; ".join(
+                f"{r['speedup']:.4f}x {r['rounds']} rounds ({r['stopped_by']}) settling "
+                + ",".join(f"{k[:4]} {v:.3f}" for k, v in (r.get("settling") or {}).items())
+                for r in rows if r["speedup"]), flush=True)
         report["problems"][pid] = summary
         Path(args.out).write_text(json.dumps(report, indent=1))
     if load is not None:
