@@ -91,6 +91,8 @@ class Yielder:
                 self._wait_open()
                 self._working -= 1
                 _count(self._working_ids, me, -1)
+                if me not in self._working_ids:  # (a thread per decoy run: none is kept once it has left)
+                    self._where.pop(me, None)
                 self._cv.notify_all()
 
     def checkpoint(self, where: str = "") -> None:

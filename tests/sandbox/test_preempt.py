@@ -118,10 +118,12 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     # where the thread that did not park was, by the last checkpoint it passed: once per attempt given up
     unparked = y.facts()["unparked"]  # (the watcher goes on retrying meanwhile)
     assert set(unparked) == {"long_step"} and unparked["long_step"] >= 1, (unparked, y.last_error)
+    assert len(y._where) == 1
     release.set()
     tb.join(WAIT)
     ta.join(WAIT)
     assert [e for e, _ in log] == ["timing", "timed"]
+    assert not y._where  # a thread that has left keeps no entry (a decoy thread per evaluation)
     y.close()
 
 
