@@ -50,8 +50,6 @@ class Yielder:
         self.lanes, self.quiet, self.ahead = lanes, quiet, ahead
         self.poll_s, self.park_s, self.retry_s = poll_s, park_s, retry_s
         self._cv = threading.Condition()
-        self._working = 0  # registered threads
-        self._parked = 0  # of them, parked at a checkpoint or idle
         self._closing = False  # an attempt to give way is on: threads park at their checkpoints
         self.gave_way = 0  # times this lane let the GPU go (facts)
         self.gave_way_s = 0.0
@@ -66,8 +64,8 @@ class Yielder:
         self.unparked: dict[str, int] = {}
         self.not_quiet: dict[str, int] = {}  # attempts given up because quiet() raised, by the exception's type
         self._where: dict[int, str] = {}  # thread -> the last checkpoint it passed
-        self._working_ids: dict[int, int] = {}  # thread -> how many working() blocks it is in
-        self._parked_ids: dict[int, int] = {}  # thread -> how many parks or idles it is in
+        self._working_ids: dict[int, int] = {}  # the registered threads -> how many working() blocks each is in
+        self._parked_ids: dict[int, int] = {}  # threads parked at a checkpoint or idle -> how many parks or idles
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kbenv-lane-yielder", daemon=True)
         self._thread.start()
@@ -78,7 +76,6 @@ class Yielder:
         """A thread of the lane that uses the GPU, from here to the block's end (it enters at a checkpoint)."""
         me = threading.get_ident()
         with self._cv:
-            self._working += 1
             _count(self._working_ids, me, +1)
             self._where[me] = where
             self._wait_open()
@@ -89,7 +86,6 @@ class Yielder:
                 # a thread that leaves while the lane gives way waits, parked, until it has: after this block the
                 # evaluation lets its holds go and starts spares, which must not happen while the lane gives way
                 self._wait_open()
-                self._working -= 1
                 _count(self._working_ids, me, -1)
                 if me not in self._working_ids:  # (a thread per decoy run: none is kept once it has left)
                     self._where.pop(me, None)
@@ -112,14 +108,12 @@ class Yielder:
         counts as parked; on leaving it parks if the lane is giving way."""
         me = threading.get_ident()
         with self._cv:
-            self._parked += 1
             _count(self._parked_ids, me, +1)
             self._cv.notify_all()
         try:
             yield
         finally:
             with self._cv:
-                self._parked -= 1
                 _count(self._parked_ids, me, -1)
                 self._wait_open()
 
@@ -127,20 +121,18 @@ class Yielder:
         """(With the condition held.) Parked until no attempt to give way is on."""
         me = threading.get_ident()
         while self._closing:
-            self._parked += 1
             _count(self._parked_ids, me, +1)
             self._cv.notify_all()
             try:
                 self._cv.wait()
             finally:
-                self._parked -= 1
                 _count(self._parked_ids, me, -1)
 
     # -------------------------------------------------------------------------------------------- watching
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
             try:
-                if self._working and self.lanes.in_evaluation() and self.lanes.wanted():
+                if self._working_ids and self.lanes.in_evaluation() and self.lanes.wanted():
                     if not self.give_way():
                         self._stop.wait(self.retry_s)
             except Exception as e:  # noqa: BLE001 - the lane then keeps its hold, as without giving way
@@ -160,20 +152,18 @@ class Yielder:
                 pass
             self.add_split("ahead", time.monotonic() - t0)
         with self._cv:
-            parked = self._cv.wait_for(lambda: self._parked >= self._working,
+            parked = self._cv.wait_for(lambda: not self._unparked_ids(),
                                        timeout=max(0.0, t0 + self.park_s - time.monotonic()))
-            if not parked:  # where the threads that did not park were (a fact)
-                for me in self._working_ids:
-                    if not self._parked_ids.get(me):
-                        where = self._where.get(me, "?")
-                        self.unparked[where] = self.unparked.get(where, 0) + 1
+            for me in self._unparked_ids():  # where the threads that did not park were (a fact)
+                where = self._where.get(me, "?")
+                self.unparked[where] = self.unparked.get(where, 0) + 1
             # no registered thread: the evaluation is starting or has ended, outside what giving way covers
-            parked = parked and self._working > 0
+            parked = parked and bool(self._working_ids)
         self.add_split("park", time.monotonic() - t0)
         try:
             if not parked:
                 self.given_up += 1
-                self.last_error = (f"the lane's threads did not park within {self.park_s} s" if self._working
+                self.last_error = (f"the lane's threads did not park within {self.park_s} s" if self._working_ids
                                    else "no evaluation thread was working")
                 return False
             if not self.lanes.in_evaluation():  # the evaluation ended, or this lane went to time, meanwhile
@@ -208,6 +198,11 @@ class Yielder:
             with self._cv:
                 self._closing = False
                 self._cv.notify_all()
+
+    def _unparked_ids(self) -> list[int]:
+        """(With the condition held.) The registered threads neither parked nor idle: each thread counts once,
+        whatever else parks or idles (a thread outside :meth:`working`, or one idle twice over)."""
+        return [me for me in self._working_ids if not self._parked_ids.get(me)]
 
     def add_split(self, key: str, seconds: float) -> None:
         self.split_s[key] = self.split_s.get(key, 0.0) + seconds

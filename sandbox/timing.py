@@ -369,8 +369,9 @@ class BlockCalibration:
     fence's lock cost removed only 0.13-0.17 ms; the rest, over few calls, pulled the ratio towards 1 (dlrm/2:
     1.28-1.32x at 10 slots, 1.39-1.47x at 32). Measured as the intercept of one trusted side's two blocks of the
     same round: its full block (n calls, ``T_n``) and, after the round with the L2 evicted again, a block of its
-    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of the later half of a phase's
-    estimates (a disturbed one-call block would shorten every block by too much, the faster side's most); with one
+    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of the later
+    half of a phase's estimates (a disturbed one-call block would shorten every block by too much, the faster
+    side's most; the first rounds run unsettled, :attr:`overhead_s`); with one
     slot there is no slope to tell ``c`` from ``t``, and the fence's cost (:func:`fence_overhead`, the least
     measured) is removed as before. With it (H100, stop 44, host B): dlrm/2 1.634x at 10 slots and 1.648x at 32,
     40 1.101x at 4 and 1.085x at 16, against the same host's in-process truth by CUDA events

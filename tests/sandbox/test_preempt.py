@@ -127,6 +127,34 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     y.close()
 
 
+def test_every_registered_thread_must_park_itself(tmp_path):
+    """Parking is counted per thread: a thread idle twice over (one wait inside another) does not stand in for a
+    registered thread still at work, so the attempt is given up, never forced on the working thread."""
+    a, b = _lanes(tmp_path)
+    quiet = _Quiet()
+    y = Yielder(b, quiet, park_s=0.3, retry_s=0.05)
+    ready, release = threading.Barrier(3), threading.Event()
+
+    def idle_twice():
+        with b.evaluation(), y.working(), y.idle(), y.idle():
+            ready.wait(WAIT)
+            release.wait(WAIT)
+
+    def busy():
+        with y.working():
+            y.checkpoint("busy_step")
+            ready.wait(WAIT)
+            release.wait(WAIT)
+    t1, t2 = _thread(idle_twice), _thread(busy)
+    ready.wait(WAIT)
+    assert y.give_way() is False and not quiet.spans, y.last_error
+    assert y.facts()["unparked"] == {"busy_step": 1}
+    release.set()
+    t1.join(WAIT)
+    t2.join(WAIT)
+    y.close()
+
+
 def test_the_lane_waits_ahead_while_its_threads_park(tmp_path):
     """What quiet() waits for first (dying processes, spares' contexts) is waited for while the threads park, not
     after: a thread that parks 0.6 s after the request and an ahead that takes 0.6 s hand over in about 0.6 s, not
@@ -199,15 +227,15 @@ def test_a_thread_waiting_for_the_other_threads_turn_with_transient_memory_count
         assert holding.wait(WAIT)
         tw = _thread(waiter)
         deadline = time.monotonic() + WAIT
-        while y._parked < 1 and time.monotonic() < deadline:
+        while not y._parked_ids and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert y._parked == 1 and not got.is_set()  # the waiter: parked while it waits its turn
+        assert len(y._parked_ids) == 1 and not got.is_set()  # the waiter: parked while it waits its turn
         release.set()
         th.join(WAIT)
         tw.join(WAIT)
-        assert got.is_set() and y._parked == 0 and not sup.transient_lock.locked()
+        assert got.is_set() and not y._parked_ids and not sup.transient_lock.locked()
         with sup.transient_turn():  # uncontended: taken at once, nothing counted
-            assert y._parked == 0 and sup.transient_lock.locked()
+            assert not y._parked_ids and sup.transient_lock.locked()
     finally:
         sup.close()
 
@@ -383,9 +411,9 @@ def test_giving_way_can_be_turned_off(cache_dir, monkeypatch):
         assert on.yielder is not None and on.give_way_in_calls
         assert checkpoints.yielder is not None and not checkpoints.give_way_in_calls
         with checkpoints.waiting_for_calls():  # not idle: the yielder's parked count is unchanged
-            assert checkpoints.yielder._parked == 0
+            assert not checkpoints.yielder._parked_ids
         with on.waiting_for_calls():
-            assert on.yielder._parked == 1
+            assert len(on.yielder._parked_ids) == 1
     finally:
         for s in (off, env_off, on, one, checkpoints):
             s.close()
