@@ -176,8 +176,7 @@ class Supervisor:
         # sharing could have caused, and a harness fault (the trusted side out of memory that another lane's
         # candidate may hold), are judged again with this lane alone on the GPU, and that judgment counts.
         shared = None
-        y = self.yielder
-        before = y.facts() if y is not None else {}
+        before = self._lane_facts()
         try:
             with self.lanes.evaluation():
                 try:
@@ -187,9 +186,9 @@ class Supervisor:
                 finally:
                     self.pool.settle()
             if not sharing_could_cause(res):
-                res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": False}
-                if y is not None:  # how often this evaluation gave the GPU way to another lane's timing phase
-                    res.facts["lanes"].update(_since(y.facts(), before))
+                # how often this evaluation gave the GPU way to another lane's timing phase, or passed it on
+                res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": False,
+                                      **_since(self._lane_facts(), before)}
                 return res
             shared = f"{res.verdict}: {res.category}: {res.reason}"[:300]
         except HarnessError as e:
@@ -202,6 +201,10 @@ class Supervisor:
             self.pool.settle()
         res.facts["lanes"] = {"lanes": self.lanes.lanes, "alone": True, "shared_result": shared}
         return res
+
+    def _lane_facts(self) -> dict:
+        """The lane's counters (:meth:`Lanes.facts`, and :meth:`Yielder.facts` where it gives way)."""
+        return {**self.lanes.facts(), **(self.yielder.facts() if self.yielder is not None else {})}
 
     # ---------------------------------------------------------------- giving way to another lane's timing phase
     def checkpoint(self, where: str = "") -> None:

@@ -45,10 +45,10 @@ class TimingPhase:
             self.sup.release_memory()
         paused = self.sup.pool.pause_spares()
         with contextlib.ExitStack() as lane:
-            try:
-                return self._run(res, setup, paused, lane, t_phase)
-            finally:
-                self.sup.pool.resume_spares(paused)
+            # the spares resume last, once the lane has the GPU shared again (lanes: a timing phase that passes the
+            # GPU straight on waits, quiet, through the next lane's timing phase: Lanes.timing)
+            lane.callback(self.sup.pool.resume_spares, paused)
+            return self._run(res, setup, paused, lane, t_phase)
 
     def _run(self, res: EvalResult, setup: PhaseSplit, paused: list, lane: contextlib.ExitStack, t_phase: float):
         """Set-up with the candidate held (the baselines started, every disposed process gone, the baselines
@@ -72,7 +72,7 @@ class TimingPhase:
             # lanes (kbenv.sandbox.lanes): the GPU alone from here to the phase's end; this lane is quiet while it
             # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm)
             with setup("lane_wait"):
-                lane.enter_context(sup.lanes.timing())
+                lane.enter_context(sup.lanes.timing(settle=self._settle))
         res.facts["timing_setup_s"] = setup.seconds()
         res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
         self.ev._tick("baseline_setup", t_phase)
@@ -196,6 +196,17 @@ class TimingPhase:
         sup.baselines.record(st, dict(res.baseline))
         return {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "floor_ms": floor_ms,
                 "replay_checks": replay, "speedup": sp.ratio}
+
+    def _settle(self) -> bool:
+        """At the timing block's end, the lane as quiet as it was while it waited to time (its candidate held after
+        its block, the baselines idle between calls, its spares paused, nothing of it dying): only the supervisor's
+        own queued work (its references, its re-checks) is left, and it ends here. True where the lane is quiet
+        (``Lanes.timing``: the GPU may then pass straight to another lane's timing phase)."""
+        if not self.sup.fence.holds(self.lease.proc):
+            return False
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return True
 
     def _calibrates(self, plan: TimingPlan, r: int) -> bool:
         """Whether round ``r`` measures the block's fixed cost (cuda only: the CPU's times earn no credit)."""

@@ -174,6 +174,115 @@ def _res(verdict="fail", category=None, reason="", error="", decoy=None):
     return NS(verdict=verdict, category=category, reason=reason, error=error, facts={"decoy": decoy} if decoy else {})
 
 
+def _timing_then(lane, settle, after):
+    """A thread body: an evaluation whose timing block (``settle`` at its end) is entered, held until ``leave``,
+    then left; ``after`` is set once the block has been left (the GPU shared again), and the evaluation goes on
+    until ``done`` (an attribute of the body) is set."""
+    done = threading.Event()
+
+    def fn(entered, leave):
+        with lane.evaluation():
+            with lane.timing(settle=settle):
+                entered.set()
+                leave.wait(WAIT * 4)
+            after.set()
+            done.wait(WAIT * 4)
+    fn.done = done
+    return fn
+
+
+def test_a_timing_phase_passes_the_gpu_straight_to_a_lane_waiting_to_time(tmp_path):
+    """Three lanes: a times, b waits to time, c's evaluation gave way (holds nothing of the GPU). At the end of a's
+    block the GPU goes to b at once, though a's evaluation goes on; a takes it back shared only after b's block,
+    and c's next shared hold waits behind b too."""
+    a, b, c = (Lanes("test-gpu", 3, directory=tmp_path) for _ in range(3))
+    after_a, b_shares, b_goes = threading.Event(), threading.Event(), threading.Event()
+
+    def b_body(entered, leave):
+        with b.evaluation():
+            b_shares.set()
+            b_goes.wait(WAIT * 4)
+            with b.timing():
+                entered.set()
+                leave.wait(WAIT * 4)
+    tb, inb, outb = _in_thread(b_body)
+    assert b_shares.wait(WAIT)  # b's evaluation shares the GPU
+    body = _timing_then(a, lambda: True, after_a)
+    ta, ina, outa = _in_thread(body)
+    assert not ina.wait(BLOCKED)  # a waits for b's shared hold
+    b_goes.set()  # b goes to time too: behind a, which holds the turn
+    assert ina.wait(WAIT) and not inb.wait(BLOCKED)  # a times, b waits
+    assert c.wanted() and not a.wanted()  # b waits for its turn (a, timing, never gives way)
+    tc, inc, outc = _in_thread(_evaluating(c))
+    outa.set()  # a's block ends, its evaluation does not
+    assert inb.wait(WAIT)  # b times before a's evaluation ends: passed on
+    assert b.held()["gpu"] == "exclusive"
+    assert not after_a.wait(BLOCKED) and not inc.wait(BLOCKED)  # a and c wait behind b's block
+    assert a.passed_on == 1  # (a's held() would wait: its way back holds the lane's mutex while it waits)
+    outb.set()
+    assert after_a.wait(WAIT) and inc.wait(WAIT)  # both share the GPU again
+    assert a.held()["gpu"] == 1 and a.facts()["passed_on"] == 1 and a.facts()["passed_on_s"] > BLOCKED
+    assert b.passed_on == 0  # nobody waited for b's turn
+    body.done.set(), outc.set()
+    for t in (ta, tb, tc):
+        t.join(WAIT)
+    assert a.held() == {"turnstile": 0, "candidates": 0, "gpu_turn": 0, "gpu": 0}
+
+
+@pytest.mark.parametrize("how", ["no_settle", "not_quiet", "raised"])
+def test_a_timing_phase_passes_nothing_on_unless_it_ended_quiet(tmp_path, how):
+    """Without ``settle``, with a ``settle`` that says the lane is not quiet, or after a block that raised, the lane
+    keeps the GPU shared at its block's end, and the lane waiting to time waits for its evaluation (or for it to
+    give way) as before."""
+    a, b = _pair(tmp_path)
+    settle = {"no_settle": None, "not_quiet": lambda: False, "raised": lambda: True}[how]
+    after_a, done = threading.Event(), threading.Event()
+
+    def body(entered, leave):
+        with a.evaluation():
+            try:
+                with a.timing(settle=settle):
+                    entered.set()
+                    leave.wait(WAIT * 4)
+                    if how == "raised":
+                        raise ValueError("the candidate's block failed")
+            except ValueError:
+                pass
+            after_a.set()
+            done.wait(WAIT * 4)
+    b_shares, b_goes = threading.Event(), threading.Event()
+
+    def b_body(entered, leave):
+        with b.evaluation():
+            b_shares.set()
+            b_goes.wait(WAIT * 4)
+            with b.timing():
+                entered.set()
+                leave.wait(WAIT * 4)
+    tb, inb, outb = _in_thread(b_body)
+    assert b_shares.wait(WAIT)
+    ta, ina, outa = _in_thread(body)
+    b_goes.set()
+    assert ina.wait(WAIT) and not inb.wait(BLOCKED) and b.wanted() is False and a.wanted() is False
+    outa.set()
+    assert after_a.wait(WAIT)  # a shares the GPU again at once
+    assert a.held()["gpu"] == 1 and a.passed_on == 0
+    assert not inb.wait(BLOCKED)  # b waits for a's evaluation
+    done.set()
+    assert inb.wait(WAIT)
+    outb.set()
+    ta.join(WAIT), tb.join(WAIT)
+
+
+def test_a_timing_phase_with_nobody_waiting_keeps_the_gpu_shared_without_settling(tmp_path):
+    a, _ = _pair(tmp_path)
+    settled = []
+    with a.evaluation():
+        with a.timing(settle=lambda: settled.append(1) or True):
+            pass
+        assert a.held()["gpu"] == 1 and a.passed_on == 0 and not settled
+
+
 def test_which_results_are_judged_again_alone():
     assert not sharing_could_cause(_res("pass"))
     for category in ("oom", "timeout", "crash", "nondeterministic"):
@@ -213,9 +322,9 @@ def test_a_lane_passes_an_honest_kernel_and_judges_a_timeout_again_alone(cache_d
     try:
         good = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
         assert good.verdict == "pass", (good.category, good.reason, good.error)
-        assert good.facts["lanes"] == {"lanes": 2, "alone": False, "gave_way": 0, "gave_way_s": 0.0, "given_up": 0,
-                                       "split_s": {}, "unparked": {},
-                                       "not_quiet": {}}
+        assert good.facts["lanes"] == {"lanes": 2, "alone": False, "passed_on": 0, "passed_on_s": 0.0,
+                                       "gave_way": 0, "gave_way_s": 0.0, "given_up": 0, "split_s": {},
+                                       "unparked": {}, "not_quiet": {}}
         hang = sup.evaluate(EvalRequest(problem=PID, candidate=with_forward("while True: pass\n"), size="small"))
         assert hang.category == "timeout", (hang.category, hang.reason)
         assert hang.facts["lanes"]["alone"] is True and "timeout" in hang.facts["lanes"]["shared_result"]
