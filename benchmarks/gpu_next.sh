@@ -18,13 +18,15 @@ if [[ $card == *H200* ]]; then
   (( $(left) > 90 )) && TESTS_LIMIT=400 bash benchmarks/gpu_run.sh tests
   tail -n 30 /tmp/gpuout/trusted.log; tail -n 15 /tmp/gpuout/tests.log
 else
-  # the first run warms the baselines up (stop 47's first run had no early warm-up: 26 s waiting for them), so that
-  # the two compared run warm, back to back (a prefetch took 236 s there, longer than a run)
-  for run in "3 b15cold" "3 b15" "3 b15ckpt"; do
-    set -- $run
-    mode=1; [[ $2 == *ckpt ]] && mode=checkpoints
-    (( $(left) > 150 )) && KBENV_LANE_PREEMPT=$mode ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=$1 \
-      ROLLOUT_TAG=$2 ROLLOUT_ARGS="--timing-budget 1.5" bash benchmarks/gpu_run.sh rollout
+  # RUNS: tag:preempt:pass_on per rollout (KBENV_LANE_PREEMPT, KBENV_LANE_PASS_ON). The first run warms the
+  # baselines up (stop 47's first run had no early warm-up: 26 s waiting for them), so that the runs compared run
+  # warm, back to back (a prefetch took 236 s there, longer than a run). Stop 48: a timing phase passes the GPU
+  # straight to a lane waiting to time (Lanes.timing), compared with and without it at checkpoints only, the mode
+  # of stop 47's best pace (14.7/min), then giving way during calls with it.
+  for run in ${RUNS:-b15cold:checkpoints:1 b15ckpt:checkpoints:1 b15ckptnp:checkpoints:0 b15:1:1}; do
+    IFS=: read -r tag mode pass <<< "$run"
+    (( $(left) > 150 )) && KBENV_LANE_PREEMPT=$mode KBENV_LANE_PASS_ON=$pass ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 \
+      ROLLOUT_LANES=${LANES:-3} ROLLOUT_TAG=$tag ROLLOUT_ARGS="--timing-budget 1.5" bash benchmarks/gpu_run.sh rollout
   done
   (( $(left) > 80 )) && TRUSTED_PROBLEMS=kernelbench/level1/23 REPEATS=5 TRUSTED_LIMIT=$(( $(left) - 10 )) \
     TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted

@@ -151,6 +151,9 @@ class Supervisor:
         # idle-probe fence (drivers without the process lock): it waits for the whole GPU, another lane's work too
         # KBENV_LANE_PREEMPT=checkpoints: not during a call (stop 45's behaviour, for a measured comparison)
         self.yielder = None
+        # KBENV_LANE_PASS_ON=0: a timing phase keeps the GPU shared at its end even where another lane waits to time
+        # (before stop 48; for a measured comparison of Lanes.timing's passing on)
+        self.pass_on = os.environ.get("KBENV_LANE_PASS_ON", "1") != "0"
         mode = os.environ.get("KBENV_LANE_PREEMPT", "1")
         self.give_way_in_calls = mode != "checkpoints"
         if lane_preempt is None:

@@ -72,7 +72,7 @@ class TimingPhase:
             # lanes (kbenv.sandbox.lanes): the GPU alone from here to the phase's end; this lane is quiet while it
             # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm)
             with setup("lane_wait"):
-                lane.enter_context(sup.lanes.timing(settle=self._settle))
+                lane.enter_context(sup.lanes.timing(settle=self._settle if sup.pass_on else None))
         res.facts["timing_setup_s"] = setup.seconds()
         res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
         self.ev._tick("baseline_setup", t_phase)
