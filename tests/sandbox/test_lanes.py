@@ -191,26 +191,35 @@ def _timing_then(lane, settle, after):
     return fn
 
 
+def _shares_then_times(lane):
+    """A thread body: an evaluation that shares the GPU (``shares`` set), and goes to time once ``goes`` is set
+    (both attributes of the body)."""
+    shares, goes = threading.Event(), threading.Event()
+
+    def fn(entered, leave):
+        with lane.evaluation():
+            shares.set()
+            goes.wait(WAIT * 4)
+            with lane.timing():
+                entered.set()
+                leave.wait(WAIT * 4)
+    fn.shares, fn.goes = shares, goes
+    return fn
+
+
 def test_a_timing_phase_passes_the_gpu_straight_to_a_lane_waiting_to_time(tmp_path):
     """Three lanes: a times, b waits to time, c's evaluation gave way (holds nothing of the GPU). At the end of a's
     block the GPU goes to b at once, though a's evaluation goes on; a takes it back shared only after b's block,
     and c's next shared hold waits behind b too."""
     a, b, c = (Lanes("test-gpu", 3, directory=tmp_path) for _ in range(3))
-    after_a, b_shares, b_goes = threading.Event(), threading.Event(), threading.Event()
-
-    def b_body(entered, leave):
-        with b.evaluation():
-            b_shares.set()
-            b_goes.wait(WAIT * 4)
-            with b.timing():
-                entered.set()
-                leave.wait(WAIT * 4)
+    after_a = threading.Event()
+    b_body = _shares_then_times(b)
     tb, inb, outb = _in_thread(b_body)
-    assert b_shares.wait(WAIT)  # b's evaluation shares the GPU
+    assert b_body.shares.wait(WAIT)  # b's evaluation shares the GPU
     body = _timing_then(a, lambda: True, after_a)
     ta, ina, outa = _in_thread(body)
     assert not ina.wait(BLOCKED)  # a waits for b's shared hold
-    b_goes.set()  # b goes to time too: behind a, which holds the turn
+    b_body.goes.set()  # b goes to time too: behind a, which holds the turn
     assert ina.wait(WAIT) and not inb.wait(BLOCKED)  # a times, b waits
     assert c.wanted() and not a.wanted()  # b waits for its turn (a, timing, never gives way)
     tc, inc, outc = _in_thread(_evaluating(c))
@@ -250,19 +259,11 @@ def test_a_timing_phase_passes_nothing_on_unless_it_ended_quiet(tmp_path, how):
                 pass
             after_a.set()
             done.wait(WAIT * 4)
-    b_shares, b_goes = threading.Event(), threading.Event()
-
-    def b_body(entered, leave):
-        with b.evaluation():
-            b_shares.set()
-            b_goes.wait(WAIT * 4)
-            with b.timing():
-                entered.set()
-                leave.wait(WAIT * 4)
+    b_body = _shares_then_times(b)
     tb, inb, outb = _in_thread(b_body)
-    assert b_shares.wait(WAIT)
+    assert b_body.shares.wait(WAIT)
     ta, ina, outa = _in_thread(body)
-    b_goes.set()
+    b_body.goes.set()
     assert ina.wait(WAIT) and not inb.wait(BLOCKED) and b.wanted() is False and a.wanted() is False
     outa.set()
     assert after_a.wait(WAIT)  # a shares the GPU again at once
