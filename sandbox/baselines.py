@@ -243,6 +243,17 @@ class BaselineExecutors:
             secs["wait_build"] = round(time.monotonic() - t, 4)
         self._ready = True
 
+    def autotunes(self, st, layout, reuse: bool | None = None, owner: str | None = None) -> bool:
+        """Whether :meth:`leases` would warm these baselines up for the first time: no set of this problem and
+        layout was built with the GPU to itself (the marker), so torch.compile autotunes in that warm-up and its
+        choices, kept on disk, shape every later timing. Lanes: such a warm-up waits for the GPU alone (the timing
+        phase's exclusive hold), since another lane's work beside it would time the autotuner's candidates under
+        load (before stop 48 it ran beside the other lanes, and the marker was written all the same)."""
+        reuse = (not self.fresh) if reuse is None else reuse
+        if self._warm and self._mine(st, layout, reuse, owner):
+            return False
+        return not self._built_marker(st, layout).exists()
+
     def leases(self, st, layout, example_inputs, reuse: bool | None = None, owner: str | None = None) -> dict[str, Lease]:
         """Warm trusted executors of every baseline kind for this problem and slot layout: on cuda the ones
         :meth:`prepare` opened for this evaluation (``owner``), or new ones; otherwise (``reuse``) the current
@@ -267,7 +278,9 @@ class BaselineExecutors:
                 from kbenv.sandbox.timing import fence_overhead
                 self.overhead_s = fence_overhead(next(iter(self._leases.values())), self.sup.fence)
             marker = self._built_marker(st, layout)
-            if not secs.get("early_warmup") and not marker.exists():  # built with the GPU to themselves
+            lanes = getattr(self.sup, "lanes", None)
+            alone = lanes is None or lanes.held()["gpu"] == "exclusive"  # lanes: no other lane's work beside it
+            if not secs.get("early_warmup") and alone and not marker.exists():  # built with the GPU to themselves
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.touch()
             secs["calibrate"] = round(time.monotonic() - t, 4)

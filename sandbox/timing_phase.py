@@ -66,13 +66,21 @@ class TimingPhase:
             sup.pool.join(wait=self.device.type == "cuda" or sup.lanes is not None)
         with setup("reap_baselines"):
             sup.baselines.join()  # and an earlier evaluation's baseline processes
-        with setup("baseline_leases"):
-            bases = sup.baselines.leases(st, self.layout, self.ev.official_inputs(), owner=self.eval_id)
+        # lanes: a first warm-up (torch.compile autotunes, and its choices are kept) waits for the GPU alone
+        alone_warmup = sup.lanes is not None and sup.baselines.autotunes(st, self.layout, owner=self.eval_id)
+        if not alone_warmup:
+            with setup("baseline_leases"):
+                bases = sup.baselines.leases(st, self.layout, self.ev.official_inputs(), owner=self.eval_id)
         if sup.lanes is not None:
             # lanes (kbenv.sandbox.lanes): the GPU alone from here to the phase's end; this lane is quiet while it
-            # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm)
+            # waits (its candidate held, its spares paused, everything it disposed of reaped, its baselines warm
+            # or, for a first warm-up, built and idle)
             with setup("lane_wait"):
                 lane.enter_context(sup.lanes.timing(settle=self._settle if sup.pass_on else None))
+        if alone_warmup:
+            with setup("baseline_leases"):
+                bases = sup.baselines.leases(st, self.layout, self.ev.official_inputs(), owner=self.eval_id)
+            res.facts["baseline_warmup_alone"] = True
         res.facts["timing_setup_s"] = setup.seconds()
         res.facts["baseline_setup"] = dict(sup.baselines.setup_seconds)
         self.ev._tick("baseline_setup", t_phase)

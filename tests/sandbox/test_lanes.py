@@ -367,3 +367,41 @@ def test_what_a_sibling_could_have_caused_is_decided_by_the_run_alone(cache_dir,
         assert runs[2:] == [False] and wrong.verdict == "fail" and wrong.facts["lanes"]["alone"] is False
     finally:
         sup.close()
+
+
+@pytest.mark.parametrize("order", ["alone", "old_order"])
+def test_a_first_baseline_warm_up_waits_for_the_gpu_alone_and_only_then_marks_the_set_built(tmp_path, monkeypatch,
+                                                                                             order):
+    """A problem's first baseline warm-up autotunes torch.compile, and the marker it leaves lets later warm-ups run
+    beside other work. Under lanes it runs inside the timing phase's exclusive hold, and leaves the marker. Run
+    the old way (before the exclusive hold, beside whatever the other lanes do), it leaves no marker."""
+    import uuid
+
+    from kbenv.sandbox import baselines as B
+    from kbenv.sandbox.result import EvalRequest
+    from kbenv.sandbox.supervisor import Supervisor
+    from test_faults import GOOD, PID
+    held, real = [], B.BaselineExecutors.leases
+
+    def leases(self, st, layout, *a, **k):
+        if not self._warm:  # a warm-up: where it runs
+            held.append(self.sup.lanes.held()["gpu"])
+        return real(self, st, layout, *a, **k)
+    monkeypatch.setattr(B.BaselineExecutors, "leases", leases)
+    if order == "old_order":
+        monkeypatch.setattr(B.BaselineExecutors, "autotunes", lambda self, *a, **k: False)
+    sup = Supervisor(device="cpu", cache_dir=tmp_path, lanes=2, lane_key=f"test-{uuid.uuid4().hex[:8]}",
+                     limits={"compile_s": 30, "spawn_s": 30, "trial_s": 10, "timing_s": 60})
+    try:
+        res = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD, size="small"))
+        assert res.verdict == "pass", (res.category, res.reason, res.error)
+        built = tmp_path / "baselines" / "built"
+        markers = list(built.glob("*")) if built.exists() else []
+        if order == "alone":
+            assert held == ["exclusive"] and res.facts.get("baseline_warmup_alone") is True
+            assert len(markers) == 1
+        else:
+            assert held == [1] and "baseline_warmup_alone" not in res.facts
+            assert markers == []
+    finally:
+        sup.close()
