@@ -16,6 +16,9 @@ from kbenv.sandbox.process import SpawnError
 from kbenv.sandbox.references import HarnessError
 
 
+DYING_SLACK = 256 << 20  # beside what NVML reports a killed executor holding: an allocation in flight at the kill
+
+
 class ExecutorPool:
     """Clean executors started ahead of need; each is used for one candidate and then killed (reaped in the
     background). On cuda, taking an executor waits for the killed ones to be gone (a dying CUDA context still
@@ -127,7 +130,9 @@ class ExecutorPool:
         holds is released first (the kill follows at once). A spare spawned in its place starts on the GPU only
         when ``start_spares`` (an evaluation's timing phase is still ahead when its decoy executor is disposed)."""
         self.sup.fence.release(p)
+        pids = p.pids() if self.sup.device.type == "cuda" else []
         p.signal_kill()
+        device_bytes = self._held_after_kill(pids)
         if p in self.taken:
             self.taken.remove(p)
         lanes = getattr(self.sup, "lanes", None)
@@ -149,7 +154,30 @@ class ExecutorPool:
         t.start()
         # what stays held until it is reaped: the executor's memory, and the lent region its lease owns
         lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
-        self._reapers.append((t, lease, self.executor_bytes + lent))
+        self._reapers.append((t, lease, device_bytes + lent))
+
+    def _held_after_kill(self, pids: list[int]) -> int:
+        """What a killed executor (``pids``, its processes) may still hold on the device while its CUDA context
+        dies: what the driver reports them holding just after the kill was sent (NVML, never the executor's own
+        word; nothing more is allocated once the kill lands, so the figure only falls), with ``DYING_SLACK`` for
+        an allocation in flight as it was sent. The plan's figure for one executor (its cap and context) where
+        NVML cannot say, or lists none of them (a context already gone, or pids it names otherwise).
+
+        Why: a taken executor waits for the dying ones unless they fit the plan's room (:meth:`take`), and with
+        the plan's figure it waited in nearly every evaluation: three lanes on an H100 (stop 48), 1.4-2.1 s of
+        each evaluation's 13 after the first three, which had nothing dying. An underestimate costs no verdict: an
+        out-of-memory while an earlier executor dies runs the evaluation again (``Supervisor.oom_verdict``)."""
+        if not pids:
+            return self.executor_bytes
+        from kbenv.sandbox import gpustate
+        try:
+            procs = gpustate.compute_processes(self.sup.device.index or 0)
+        except (OSError, AttributeError, ValueError, TypeError):  # a driver library without these symbols
+            procs = None
+        mine = [used for pid, used in (procs or []) if pid in set(pids)]
+        if not mine:
+            return self.executor_bytes
+        return sum(mine) + DYING_SLACK
 
     def wait_reaped(self, until: float | None = None) -> None:
         """Wait for the executors being reaped (until ``until``, a monotonic time, if given), touching nothing else

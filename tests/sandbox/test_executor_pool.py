@@ -154,3 +154,34 @@ def test_waiting_ahead_for_spares_reads_nothing_and_keeps_its_deadline(monkeypat
     assert 0.25 <= time.monotonic() - t0 < 1.0
     gate.set()
     pool.wait_reaped()
+
+
+def test_a_killed_executor_counts_what_the_driver_says_it_holds(monkeypatch):
+    """What a dying executor may still hold is what NVML reports its processes holding just after the kill (plus
+    slack), so an executor that held little no longer keeps the next one waiting for its whole planned figure;
+    where NVML cannot say, or lists none of its processes, the plan's figure stands."""
+    from kbenv.sandbox import gpustate
+    from kbenv.sandbox.pool import DYING_SLACK
+    pool = _pool(monkeypatch, "cuda")
+    pool.sup.fence = NS(release=lambda p: None)
+    pool.set_room(4 << 30, 6 << 30)  # the plan: 6 GiB for one executor, 4 GiB of room
+    gate = threading.Event()
+    waits = []
+    real_join = pool.join
+    monkeypatch.setattr(pool, "join", lambda wait=True: (waits.append(wait), real_join(wait=False)))
+
+    def proc(pids):
+        return NS(pids=lambda: pids, signal_kill=lambda: None, kill=gate.wait, workdir="/nonexistent/kbenv-test")
+    readings = [[(11, 1 << 30), (12, 512 << 20), (99, 40 << 30)]]  # pid 99: another process, not this one's
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: readings[0])
+    pool.dispose(proc([11, 12]))
+    assert pool.dying_bytes() == (1 << 30) + (512 << 20) + DYING_SLACK
+    pool.take()  # 1.75 GiB dying fits the 4 GiB of room: no wait
+    assert waits == [False]
+    pool.dispose(proc([13]))  # listed nowhere: the plan's 6 GiB
+    readings[0] = None  # no NVML
+    pool.dispose(proc([14]))
+    assert pool.dying_bytes() == (1 << 30) + (512 << 20) + DYING_SLACK + 2 * (6 << 30)
+    gate.set()
+    real_join()
+    assert pool.dying_bytes() == 0
