@@ -88,7 +88,7 @@ class TimingPhase:
         sides = [self.lease.proc.pids()] + [l.proc.pids() for l in bases.values()]
         shared = ("shared: too few CPUs to reserve a core per timed side" if self.device.type == "cuda"
                   else "shared: the CPU's times earn no credit")
-        with sup.cpus.timing(sides) if sup.cpus else contextlib.nullcontext(shared) as fact:
+        with sup.cpus.timing(sides, ["candidate", *bases]) if sup.cpus else contextlib.nullcontext(shared) as fact:
             res.facts["cpus"] = fact
             watch = getattr(sup, "gpu_state_facts", False)
             roles = {"candidate": sides[0], **dict(zip(bases, sides[1:])),

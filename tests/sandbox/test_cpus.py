@@ -112,10 +112,11 @@ def test_timing_moves_every_thread_of_each_side_onto_the_block_and_back():
         tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
         assert len(tids) >= 2
         before = os.sched_getaffinity(0)
-        with plan.timing([[child.pid]]) as fact:
+        with plan.timing([[child.pid]], ["candidate"]) as fact:
             assert os.sched_getaffinity(0) == {b}  # the calling (timing) thread
             assert all(_affinity(t) == {b} for t in tids)
             assert fact["threads_moved"] == len(tids) and fact["refused"] == 0
+            assert fact["by_side"] == {"candidate": {"processes": 1, "threads": len(tids)}}
         assert os.sched_getaffinity(0) == before
         assert all(_affinity(t) == {a} for t in tids)  # back to the background cores
     finally:
