@@ -11,26 +11,21 @@
 #   nvidia-h200:    ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=180 bash benchmarks/gpu_run.sh prefetch rollout
 # In a device call, begin with `export GPU_RUN_UNTIL=$(( $(date +%s) + T - 20 ))` (T: the call's timeout_s): every
 # stage of every invocation in the call then ends, and is packed, before the call is killed.
-# Still to run (issues 11 and 13; stop 47 ran, on an H100, the three- and four-lane rollouts with the split, the
-# dying-context spike, all of test_gpu.py, 23 and 88 five times each, and the known-bad shard 4/4 under --lanes 2,
-# docs/results/h100-stop47.txt):
+# Still to run (issues 11 and 13; stop 48 ran, on an H100, three lanes with and without passing on, the known-bad
+# rows cut short under lanes and shard 3/4 under --lanes 2, 23 at medium five times, docs/results/h100-stop48.txt):
 #   TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
 #     TRUSTED_LIMIT=330 TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted   (an H200: 23 at full size,
-#     CV <= 1% and wall <= 4 s; the others <= 2%. On an H100 (23 at medium): whether the interval rule's 1.2 s minimum,
-#     since stop 47, ends the 1.09x outliers of two phases stopped after 12 unsettled rounds)
-#   REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=200 REDTEAM_LIMITS="--lanes 2 --limit trial=20 --limit timing=60" \
-#     REDTEAM_ONLY="89:sleep_import 21:correct 36:correct 94:correct 1:correct" bash benchmarks/gpu_run.sh redteam
-#     (rows cut short under lanes; 21:correct took 182 s there at stop 45, not yet explained)
+#     CV <= 1% and wall <= 4 s; the others <= 2%)
+#   REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=160 REDTEAM_LIMITS="--lanes 2 --limit compile=60 --limit trial=20 \
+#     --limit timing=60" REDTEAM_ONLY="89:sleep_import" bash benchmarks/gpu_run.sh redteam   (a hang at import: judged
+#     again alone under lanes, so it takes twice the compile limit; at the default 180 s no stage held it)
 #   BUILDFARM_ARGS="--runs 3,5 --size largest" bash benchmarks/gpu_run.sh buildfarm
 #   two GPUs (nvidia-h200-x2): ROLLOUT_GPUS=2 bash benchmarks/gpu_run.sh prefetch rollout
-#   ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=170 ROLLOUT_LANES=3 ROLLOUT_TAG=b15 ROLLOUT_ARGS="--timing-budget 1.5" \
-#     bash benchmarks/gpu_run.sh rollout, twice, with and without KBENV_LANE_PREEMPT=checkpoints (tag b15ckpt), after
-#     PREFETCH_LANES=3 bash benchmarks/gpu_run.sh prefetch: stop 47 had 12.0-12.5/min giving way during calls and
-#     14.7/min at checkpoints only (one run each, the first cold); since then the lane waits ahead while its threads
-#     park, waiting for the transient-memory turn counts as parked, a candidate's lock while giving way gives up
-#     after 2 s, and facts.lanes.unparked and not_quiet say what an attempt given up waited on
+#   three and four lanes at --timing-budget 1.5 with what changed since stop 48 (a killed executor's memory read from
+#     NVML, so the next take waits less; a first warm-up with the GPU alone)
+#   88 at full size, several evaluations: stop 48's intercept outlier (facts.cpus.by_side)
 # benchmarks/gpu_next.sh runs most of these in one call, by the card that comes (an H200: issue 11's; an H100: issue
-# 13's lanes, with and without giving way during calls, and 23 at medium): `T=600 bash benchmarks/gpu_next.sh`
+# 13's lanes, the sleep_import row, and 88): `T=600 bash benchmarks/gpu_next.sh`
 set -u
 # GPU_RUN_UNTIL (epoch seconds; or GPU_RUN_BUDGET, seconds from now): no stage runs past it, whatever its own limit,
 # so a stage's results are packed before the device call's own limit kills everything (stop 44 lost a redteam stage
