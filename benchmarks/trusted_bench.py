@@ -106,7 +106,8 @@ def main() -> None:
                "rounds": r.timings.get("rounds"), "stopped_by": r.timings.get("stopped_by"),
                "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
-               "block_overhead_ms": r.timings.get("block_overhead_ms"),
+               "block_overhead_ms": r.timings.get("block_overhead_ms"),  # the candidate's (the least trusted side's)
+               "block_overhead_by_side_ms": r.timings.get("block_overhead_by_side_ms"),
                "block_overhead_estimates_ms": r.timings.get("block_overhead_estimates_ms"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
@@ -155,6 +156,7 @@ def main() -> None:
             print("   rows: " + "; ".join(
                 f"{r['speedup']:.4f}x {r['rounds']} rounds ({r['stopped_by']}) settling "
                 + ",".join(f"{k[:4]} {v:.3f}" for k, v in (r.get("settling") or {}).items())
+                + " intercepts " + ",".join(f"{k[:4]} {v}" for k, v in (r.get("block_overhead_by_side_ms") or {}).items())
                 for r in rows if r["speedup"]), flush=True)
         report["problems"][pid] = summary
         Path(args.out).write_text(json.dumps(report, indent=1))

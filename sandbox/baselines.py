@@ -318,8 +318,8 @@ class BaselineExecutors:
                 sup.fence.release(lease.proc)
                 if r:
                     series[kind].add(r - 1, per_call)
-        for s in series.values():
-            s.overhead_s = calib.overhead_s
+        for kind, s in series.items():
+            s.overhead_s = calib.side_s(kind)
         out = {f"{k}_ms": s.median_ms for k, s in series.items()}
         best = min(series.values(), key=lambda s: s.median_ms)
         out.update(best=best.name, best_ms=best.median_ms)

@@ -359,54 +359,69 @@ def fence_overhead(lease, fence, repeats: int = 7) -> float:
 
 
 class BlockCalibration:
-    """The fixed cost of a timed block, measured on a trusted baseline's executor and removed from every side's
-    blocks (:attr:`Series.overhead_s`): a block of n calls takes ``c + n t``, and the speedup is a ratio of the
-    ``t``, the time a call takes, whatever the lend share made n.
+    """The fixed cost of a timed block, measured on the trusted baselines' executors: a block of n calls takes
+    ``c + n t``, and the speedup is a ratio of the ``t``, the time a call takes, whatever the lend share made n.
+    Each trusted side has its own ``c`` removed from its own blocks (:meth:`side_s`); the candidate's blocks have the
+    least of them removed (:attr:`overhead_s`), never anything measured on its own executor.
 
     Why more than the fence's cost: on an H100 (stop 43, problems 40 and dlrm/2 at the 1/32 and 1/8 lend shares,
     4-10 and 16-32 slots) every side's per-call time fell with more slots, by a fixed ~0.9-1.3 ms per block
     (the message, the executor's wake-up, the first launch after the driver's unlock, the fence), of which the
     fence's lock cost removed only 0.13-0.17 ms; the rest, over few calls, pulled the ratio towards 1 (dlrm/2:
-    1.28-1.32x at 10 slots, 1.39-1.47x at 32). Measured as the intercept of one trusted side's two blocks of the
+    1.28-1.32x at 10 slots, 1.39-1.47x at 32). Measured as the intercept of a trusted side's two blocks of the
     same round: its full block (n calls, ``T_n``) and, after the round with the L2 evicted again, a block of its
-    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. The figure removed is the median of the later
-    half of a phase's estimates (a disturbed one-call block would shorten every block by too much, the faster
-    side's most; the first rounds run unsettled, :attr:`overhead_s`); with one
-    slot there is no slope to tell ``c`` from ``t``, and the fence's cost (:func:`fence_overhead`, the least
-    measured) is removed as before. With it (H100, stop 44, host B): dlrm/2 1.634x at 10 slots and 1.648x at 32,
-    40 1.101x at 4 and 1.085x at 16, against the same host's in-process truth by CUDA events
-    (``benchmarks/slot_bias.py``).
+    first call alone (``T_1``): ``c = (n T_1 - T_n) / (n - 1)``. A side's figure is the median of the later half
+    of its estimates in the phase (a disturbed one-call block would shorten every block by too much; the first
+    rounds run unsettled); with one slot there is no slope to tell ``c`` from ``t``, and the fence's cost
+    (:func:`fence_overhead`, the least measured) is removed as before. With it (H100, stop 44, host B): dlrm/2
+    1.634x at 10 slots and 1.648x at 32, 40 1.101x at 4 and 1.085x at 16, against the same host's in-process truth
+    by CUDA events (``benchmarks/slot_bias.py``).
 
-    What a candidate can do about it: nothing to the figure (its processes are held while a baseline is
-    measured); its own fixed cost stays in its blocks, so one lower than a baseline's (a faster wake-up of its
-    executor) earns at most the difference over its n calls, as it did before the intercept was removed."""
+    Why per side, and the least for the candidate (since stop 48): ``c`` belongs to a process, not to the path.
+    Until then it was measured on the fastest trusted side alone and removed from every side. On an H100 (stop 48,
+    the honest 88 under three lanes, 6 calls a block) one evaluation's torch.compile process had every estimate at
+    0.75-0.80 ms (0.42-0.50 in five others): removed from the candidate's blocks too, it put the candidate under
+    the physical floor (paid 0 as ``impossible_speed``), and where no floor catches it such an error pays a speedup
+    that is not there. A slow ``c`` of one baseline now stays that baseline's.
+
+    What a candidate can do about it: nothing to the figures (its processes are held while a baseline is
+    measured); its own fixed cost stays in its blocks, so one lower than the least trusted one (a faster wake-up of
+    its executor) earns at most the difference over its n calls."""
 
     def __init__(self, fence_s: float):
         self.fence_s = fence_s  # the least fence cost measured so far (blocks of one call)
-        self.estimates: list[float] = []
+        self.estimates: dict[str, list[float]] = {}  # trusted side -> its estimates, in the order taken
+
+    def side_s(self, name: str) -> float:
+        """What is removed from the trusted side ``name``'s blocks: the median of the later half of its estimates
+        (all of them up to two); the fence's cost before it has any. The first rounds, where the estimates are
+        taken most often (:meth:`TimingPlan.calibrates`), run unsettled: H100, stop 47, a phase's first four or five
+        estimates 1.0-1.5 ms, its later ones 0.4-0.6 ms (problems 23 and 88)."""
+        est = self.estimates.get(name)
+        if not est:
+            return self.fence_s
+        return statistics.median(est[len(est) // 2:])
 
     @property
     def overhead_s(self) -> float:
-        """The median of the later half of the estimates (all of them up to two): the first rounds, where the
-        estimates are taken most often (:meth:`TimingPlan.calibrates`), run unsettled. H100, stop 47: a phase's
-        first four or five estimates 1.0-1.5 ms, its later ones 0.4-0.6 ms (problems 23 and 88)."""
-        if not self.estimates:
-            return self.fence_s
-        return statistics.median(self.estimates[len(self.estimates) // 2:])
+        """What is removed from the candidate's blocks: the least of the trusted sides' figures (the fence's cost
+        before any estimate)."""
+        measured = [self.side_s(k) for k, v in self.estimates.items() if v]
+        return min(measured) if measured else self.fence_s
 
     def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int) -> float:
-        """One estimate from the fastest of the ``trusted`` leases (name -> lease; the least noisy slope), whose
-        blocks of ``n`` calls took ``per_call`` seconds a call this round (as timed; their inputs still in place,
-        their executors held): its one-call block timed now. With one slot, the fence's cost measured again
-        instead. Leaves the executor held; returns the figure to remove."""
-        name = min(trusted, key=lambda k: per_call[k])
-        lease, block_s = trusted[name], n * per_call[name]
+        """One estimate for each of the ``trusted`` leases (name -> lease), whose blocks of ``n`` calls took
+        ``per_call`` seconds a call this round (as timed; their inputs still in place, their executors held): its
+        one-call block timed now. With one slot, the fence's cost measured again instead. Leaves the executors
+        held; returns the candidate's figure."""
         if n < 2:
+            lease = trusted[min(trusted, key=lambda k: per_call[k])]
             self.fence_s = min(self.fence_s, fence_overhead(lease, fence, repeats=1))
             fence.hold(lease.proc, 10.0)
             return self.overhead_s
-        flush_l2(device)
-        fence.release(lease.proc)
-        one = time_block(lease, fence, deadline, 60.0, slots=[0])
-        self.estimates.append(max(0.0, (n * one - block_s) / (n - 1)))
+        for name, lease in trusted.items():
+            flush_l2(device)
+            fence.release(lease.proc)
+            one = time_block(lease, fence, deadline, 60.0, slots=[0])
+            self.estimates.setdefault(name, []).append(max(0.0, (n * one - n * per_call[name]) / (n - 1)))
         return self.overhead_s

@@ -108,9 +108,8 @@ class TimingPhase:
         n = len(self.layout.slots)
         # the fixed cost per block removed from every side's blocks, measured on trusted processes only
         calib = BlockCalibration(sup.baselines.overhead_s)
-        overhead = calib.overhead_s
-        cand = Series("candidate", calls=n, overhead_s=overhead)
-        series = {name: Series(name, calls=n, overhead_s=overhead) for name in bases}
+        cand = Series("candidate", calls=n, overhead_s=calib.overhead_s)
+        series = {name: Series(name, calls=n, overhead_s=calib.side_s(name)) for name in bases}
         replay: list = []
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
         t_budget = time.monotonic() + plan.budget_s
@@ -160,10 +159,10 @@ class TimingPhase:
                     # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); never
                     # on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
-                        overhead = calib.measure(timed, blocks, sup.fence, self.device,
-                                                 Deadline("calibration", 60.0), n)
-                    for s in (cand, *series.values()):
-                        s.overhead_s = overhead
+                        calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n)
+                    cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
+                    for name, s in series.items():
+                        s.overhead_s = calib.side_s(name)
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     schedule.after_round(counted, series)
@@ -184,8 +183,12 @@ class TimingPhase:
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
                        "budget_s": plan.budget_s, "stopped_by": stopped_by,
                        "calls_per_block": n,
-                       "block_overhead_ms": round(1e3 * overhead, 4),  # removed from every block (BlockCalibration)
-                       "block_overhead_estimates_ms": [round(1e3 * c, 4) for c in calib.estimates],
+                       # removed from the candidate's blocks (BlockCalibration: the least trusted side's), and from
+                       # each trusted side's own
+                       "block_overhead_ms": round(1e3 * calib.overhead_s, 4),
+                       "block_overhead_by_side_ms": {name: round(1e3 * calib.side_s(name), 4) for name in series},
+                       "block_overhead_estimates_ms": {name: [round(1e3 * c, 4) for c in est]
+                                                       for name, est in calib.estimates.items()},
                        "fence_overhead_ms": round(1e3 * calib.fence_s, 4),
                        "fence_overhead_setup_ms": round(1e3 * sup.baselines.overhead_s, 4),
                        "baseline_per_call_ms": {s.name: [round(1e3 * x, 5) for x in s.per_call_s]
