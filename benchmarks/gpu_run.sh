@@ -90,12 +90,12 @@ for stage in "$@"; do
                # ROLLOUT_LANES=2: evaluators sharing each GPU (--lanes), logged as rollout-good-<g>gpu-lanes2
                # ROLLOUT_ARGS="--timing-budget 1.5" (any rollout flags) with ROLLOUT_TAG=b15 naming its logs
                T=${g}gpu${ROLLOUT_LANES:+-lanes$ROLLOUT_LANES}${ROLLOUT_TAG:+-$ROLLOUT_TAG}
-               timeout $(lim $L) python3 "$R/benchmarks/gpubusy.py" -- python3 -m kbenv.cli rollout --policy known-good \
+               timeout $(lim $L) python3 "$R/benchmarks/gpubusy.py" --samples "$OUT/busy-$T.json" -- python3 -m kbenv.cli rollout --policy known-good \
                  --problems $P --gpus $g --spares ${SPARES:-0} --size ${ROLLOUT_SIZE:-largest} --out /tmp/run-good-$T --no-progress \
                  ${ROLLOUT_LANES:+--lanes $ROLLOUT_LANES} ${ROLLOUT_ARGS:-} > "$OUT/rollout-good-$T.log" 2>&1
                python3 -m kbenv.cli report /tmp/run-good-$T --plot "$OUT/speedups-$T.png" >> "$OUT/rollout-good-$T.log" 2>&1
                python3 -m kbenv.cli export /tmp/run-good-$T "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1
-               python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-$T.jsonl" >> "$OUT/rollout-good-$T.log" 2>&1
+               python3 "$R/benchmarks/phase_split.py" "$OUT/records-good-$T.jsonl" --busy "$OUT/busy-$T.json" >> "$OUT/rollout-good-$T.log" 2>&1
                tar -czf "$FINAL/results.tgz" -C /tmp gpuout
              done ;;
     rollout-bad) timeout $(lim ${ROLLOUT_BAD_LIMIT:-90}) python3 -m kbenv.cli rollout --policy known-bad --turns ${BAD_TURNS:-1} \

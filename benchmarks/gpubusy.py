@@ -17,6 +17,7 @@ assuming uniform busyness inside the period; the error is at most one sample per
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 import time
@@ -100,15 +101,33 @@ class GpuBusy:
         """(busy seconds, seconds of the window covered by samples) between two ``now_us()`` readings."""
         self.poll()
         with self._lock:
-            ts = sorted(self._samples)
-        busy = covered = 0.0
-        for prev, cur in zip(ts, ts[1:]):
-            lo, hi = max(prev, t0_us), min(cur, t1_us)
-            if hi <= lo:
-                continue
-            covered += (hi - lo) / 1e6
-            busy += (hi - lo) / 1e6 * self._samples[cur] / 100.0
-        return busy, covered
+            samples = dict(self._samples)
+        return busy_in(samples, t0_us, t1_us)
+
+    def samples(self) -> dict[int, float]:
+        self.poll()
+        with self._lock:
+            return dict(self._samples)
+
+
+def busy_in(samples: dict, t0_us: int, t1_us: int) -> tuple[float, float]:
+    """(busy seconds, seconds covered by samples) of the window ``t0_us``-``t1_us`` (wall-clock microseconds), from
+    samples ``{timestamp_us: busy percent over the period ending there}``."""
+    ts = sorted(samples)
+    busy = covered = 0.0
+    for prev, cur in zip(ts, ts[1:]):
+        lo, hi = max(prev, t0_us), min(cur, t1_us)
+        if hi <= lo:
+            continue
+        covered += (hi - lo) / 1e6
+        busy += (hi - lo) / 1e6 * samples[cur] / 100.0
+    return busy, covered
+
+
+def load_samples(path: str) -> dict[int, float]:
+    """The samples a ``--samples`` file holds (``main`` writes it)."""
+    with open(path) as f:
+        return {int(t): float(p) for t, p in json.load(f)["samples"]}
 
 
 class CpuBusy:
@@ -171,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--index", type=int, default=0, help="NVML device index (default 0)")
+    ap.add_argument("--samples", help="write NVML's samples of the run here (JSON), for the busy fraction of a window "
+                                      "inside it: phase_split.py --busy, between a rollout's first and last record")
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -193,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print("gpubusy: NVML unavailable", file=sys.stderr)
         return rc
     b, covered = busy.busy_seconds(t0, GpuBusy.now_us())
+    if args.samples:
+        with open(args.samples, "w") as f:
+            json.dump({"samples": sorted(busy.samples().items())}, f)
     print(f"gpubusy: {b:.1f} s busy of {wall:.1f} s wall ({100 * b / wall:.1f}%; samples cover {covered:.1f} s); "
           f"command exit {rc}", flush=True)
     return rc

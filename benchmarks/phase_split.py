@@ -2,8 +2,8 @@
 
     python benchmarks/phase_split.py RECORDS.jsonl
 
-Prints, per phase of ``EvalResult.phase_seconds`` (worker_wait, compile, correctness, decoy, baseline_setup,
-timing), its total and mean seconds and its share of the evaluations' summed wall time; then three splits of the
+Prints, per phase of ``EvalResult.phase_seconds`` (references, worker_wait, compile, correctness, decoy, baseline_setup,
+timing, finish), its total and mean seconds and its share of the evaluations' summed wall time; then three splits of the
 facts, each summed over the records that have it: the baseline set-up's (``facts.baseline_setup``: waiting for the
 processes, their builds and warm-ups, the fence calibration), the timing phase's set-up (``facts.timing_setup_s``:
 the baselines started, the disposed processes reaped, the warm-up, another lane's timing waited for) and the
@@ -77,5 +77,29 @@ def main(path: str) -> None:
             print(f"  {k:20s} {v / max(counts[k], 1):8.4f}")
 
 
+def busy_between_records(rows: list, samples: dict) -> str:
+    """The GPU's busy fraction between the first and the last record (the window ``kbenv report``'s pace is over:
+    back-to-back operation, without the run's start-up and its last evaluations draining), from NVML samples
+    (``gpubusy.py --samples``)."""
+    from gpubusy import busy_in
+    times = sorted(r["time"] for r in rows if isinstance(r.get("time"), (int, float)))
+    if len(times) < 2:
+        return "gpubusy between the first and the last record: fewer than two records with a time"
+    busy, covered = busy_in(samples, int(times[0] * 1e6), int(times[-1] * 1e6))
+    span = times[-1] - times[0]
+    return (f"gpubusy between the first and the last record: {busy:.1f} s busy of {span:.1f} s "
+            f"({100 * busy / span:.1f}%; samples cover {covered:.1f} s)")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records")
+    ap.add_argument("--busy", help="NVML samples of the run (gpubusy.py --samples): the GPU's busy fraction between "
+                                   "the first and the last record")
+    args = ap.parse_args()
+    main(args.records)
+    if args.busy:
+        from gpubusy import load_samples
+        print(busy_between_records([json.loads(line) for line in open(args.records) if line.strip()],
+                                   load_samples(args.busy)))

@@ -118,6 +118,9 @@ class Evaluation:
                 raise EarlierExecutorHeldMemory(str(e)[-500:]) from e
             raise HarnessError(f"{problem.id}: the references ran out of device memory with no candidate "
                                f"process alive: {e}") from e
+        # the problem's reference model, the official pair and the contracts (built once per problem and size per
+        # supervisor: a sweep of distinct problems builds one every evaluation)
+        self._tick("references", t_start)
         res.facts["default_domain_tolerance"] = self.contract.facts()
         res.facts["timed_domain"] = self.timed_domain
         if self.timed_domain != "default":
@@ -141,6 +144,7 @@ class Evaluation:
             f = self.sup.oom_verdict(proc, e, self.earlier, self.retried, others=self._take_parked())
             res.fail(f.category, f.reason, f.error)
         finally:
+            t_finish = time.monotonic()  # its executors killed, the next baseline set opened: "finish"
             self._dispose_parked()
             self._dispose_executor(proc)
             if res.verdict != "pass":  # its decoy's build, if it has not started, goes: builders to the next ones
@@ -155,6 +159,7 @@ class Evaluation:
                 except torch.OutOfMemoryError:  # (a dying executor's memory): no set opened ahead, nothing lost
                     like = None
             self.sup.baselines.done(like=like)
+            self._tick("finish", t_finish)
         res.facts["slots"] = len(self.layout.slots)
         self.phases["total"] = time.monotonic() - t_start
         res.phase_seconds = {k: round(v, 4) for k, v in self.phases.items()}

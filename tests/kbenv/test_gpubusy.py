@@ -50,3 +50,17 @@ def test_cpu_busy_reads_this_machine():
     mean, hot = c.summary()
     assert 0.0 <= mean <= 1.0 and 0.0 <= hot <= 1.0
     assert c.samples[-1][2] > c.samples[0][2]  # the clock ticked
+
+
+def test_the_busy_fraction_between_a_runs_first_and_last_record_leaves_its_start_and_end_out(tmp_path):
+    import json
+    from phase_split import busy_between_records
+    from gpubusy import load_samples
+    # 1 s periods: idle start-up (0-10 s), 60% busy while records arrive (10-20 s), idle after
+    samples = {t * 1_000_000: (60.0 if 10 < t <= 20 else 0.0) for t in range(0, 31)}
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps({"samples": sorted(samples.items())}))
+    rows = [{"time": 10.0}, {"time": 15.0}, {"time": 20.0}, {"phase_seconds": {}}]  # one record without a time
+    line = busy_between_records(rows, load_samples(str(path)))
+    assert "6.0 s busy of 10.0 s (60.0%" in line, line
+    assert "fewer than two" in busy_between_records(rows[:1], load_samples(str(path)))
