@@ -93,7 +93,9 @@ class Evaluation:
             share, status, profile = share_for(req.profile, problem.family, problem.set)
         res = EvalResult.empty(req, problem, self.precision, self.device, share)
         res.facts.update({"share_status": status, "profile": profile, "fence": self.sup.fence.kind,
-                          "sandbox": self.sup.sandbox_description()})
+                          "sandbox": self.sup.sandbox_description(),
+                          # how long the executors killed since the last evaluation's start took to go
+                          "reaped": self.sup.pool.take_reaped()})
         if self.retried:
             res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
         try:

@@ -35,6 +35,7 @@ class ExecutorPool:
         self.executor_bytes = 0  # what one executor of the current plan may hold (its cap and its context)
         self._errors: list[BaseException] = []
         self.taken: list[process.ExecutorProcess] = []  # executors taken and not yet disposed (a candidate's)
+        self.reaped: list[dict] = []  # how long each killed executor took to go, since the last take_reaped()
         self.refill(start=getattr(sup, "lanes", None) is None)  # lanes: started by the first evaluation
 
     def _spawn(self, trusted: bool = False) -> process.ExecutorProcess:
@@ -110,6 +111,14 @@ class ExecutorPool:
                     p.kill()
                     self.spares.remove(p)
 
+    def take_reaped(self) -> list[dict]:
+        """The reapings finished since the last call (each ``gone_s``: from the kill to every process of it gone,
+        its CUDA context with it; ``cleaned_s``: its work directory removed too), and forget them."""
+        out = []
+        while self.reaped:  # (the reapers' threads append meanwhile: what one adds now is in the next call's)
+            out.append(self.reaped.pop(0))
+        return out
+
     def pending(self) -> list:
         """The reapers of executors still dying now (an earlier evaluation's, seen from a new one)."""
         return [t for t, _, _ in self._reapers if t.is_alive()]
@@ -131,6 +140,7 @@ class ExecutorPool:
         when ``start_spares`` (an evaluation's timing phase is still ahead when its decoy executor is disposed)."""
         self.sup.fence.release(p)
         pids = p.pids() if self.sup.device.type == "cuda" else []
+        t_kill = time.monotonic()
         p.signal_kill()
         device_bytes = self._held_after_kill(pids)
         if p in self.taken:
@@ -142,13 +152,20 @@ class ExecutorPool:
         hold = lanes.hold(gpu=True, candidates=True) if lanes is not None else None
 
         def reap():
+            released = False
             try:
                 p.kill()
+                gone = time.monotonic()
+                if hold is not None:  # its processes are gone, their CUDA contexts with them: nothing of it dies now
+                    hold.release()
+                    released = True
                 shutil.rmtree(p.workdir, ignore_errors=True)
+                # a fact of the next evaluation (Evaluation.run): how long killed executors took to go
+                self.reaped.append({"gone_s": round(gone - t_kill, 3), "cleaned_s": round(time.monotonic() - t_kill, 3)})
             except BaseException as e:  # noqa: BLE001 - re-raised by join in the caller's thread
                 self._errors.append(e)
             finally:
-                if hold is not None:
+                if hold is not None and not released:
                     hold.release()
         t = threading.Thread(target=reap, daemon=True)
         t.start()

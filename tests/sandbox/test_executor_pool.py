@@ -185,3 +185,26 @@ def test_a_killed_executor_counts_what_the_driver_says_it_holds(monkeypatch):
     gate.set()
     real_join()
     assert pool.dying_bytes() == 0
+
+
+def test_a_killed_executor_lets_the_lanes_hold_go_once_its_processes_are_gone_and_says_how_long_that_took(
+        monkeypatch):
+    """The lane's hold (nothing of it may die while another lane times) goes as soon as the executor's processes
+    are gone, their CUDA contexts with them, before its work directory is removed; how long each reaping took is a
+    fact of the next evaluation (``take_reaped``), where the time the lanes wait for dying executors is explained."""
+    from kbenv.sandbox import pool as pool_mod
+    pool = _pool(monkeypatch, "cuda")
+    order = []
+    pool.sup.fence = NS(release=lambda p: None)
+    pool.sup.lanes = NS(hold=lambda gpu, candidates: NS(release=lambda: order.append("hold released")))
+    monkeypatch.setattr(pool, "refill", lambda start=True: None)
+    monkeypatch.setattr(pool_mod.shutil, "rmtree", lambda path, ignore_errors: order.append("workdir removed"))
+    import time as _time
+    proc = NS(pids=lambda: [], signal_kill=lambda: None, kill=lambda: (_time.sleep(0.2), order.append("gone")),
+              workdir="/nonexistent/kbenv-test")
+    pool.dispose(proc)
+    pool.join()
+    assert order == ["gone", "hold released", "workdir removed"]
+    (reaped,) = pool.take_reaped()
+    assert 0.2 <= reaped["gone_s"] <= reaped["cleaned_s"] < 5
+    assert pool.take_reaped() == []
