@@ -227,14 +227,20 @@ def _count(counts: dict, key, step: int) -> None:
         counts.pop(key, None)
 
 
-def wait_ahead(sup, until: float) -> None:
+def wait_ahead(sup, until: float, split: Callable[[str, float], None] | None = None) -> None:
     """What :func:`quiet_lane` waits for first, waited for while the lane's threads park (until ``until`` at most),
     touching nothing they use: the lane's processes being reaped, and its started spares' ready frames (read by
     nobody here). On an H100 (stop 47, three lanes, 28 give-ways) those two were 0.4 s of each give-way's 1.3-1.5 s
-    hand-over, after the threads' park (0.4-0.9 s)."""
+    hand-over, after the threads' park (0.4-0.9 s); at stop 48 the wait ahead was most of the park (24.1 of 28.5 s),
+    so ``split`` is told each part's seconds (``ahead_reaped``, ``ahead_starts``)."""
+    t0 = time.monotonic()
     sup.pool.wait_reaped(until)
     sup.baselines.wait_reaped(until)
+    t1 = time.monotonic()
     sup.pool.await_starts(until)
+    if split is not None:
+        split("ahead_reaped", t1 - t0)
+        split("ahead_starts", time.monotonic() - t1)
 
 
 def quiet_lane(sup, fence_s: float = 2.0, trusted_fence_s: float = 60.0,

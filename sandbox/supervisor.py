@@ -161,7 +161,7 @@ class Supervisor:
         if self.lanes is not None and lane_preempt and self.fence.kind != "idle_probe":
             from kbenv.sandbox.preempt import Yielder, quiet_lane, wait_ahead
             self.yielder = Yielder(self.lanes, lambda: quiet_lane(self, split=self.yielder.add_split),
-                                   ahead=lambda until: wait_ahead(self, until))
+                                   ahead=lambda until: wait_ahead(self, until, split=self.yielder.add_split))
 
     # ----------------------------------------------------------------------------------------- evaluate
     def evaluate(self, req: EvalRequest) -> EvalResult:
