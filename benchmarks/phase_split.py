@@ -66,10 +66,13 @@ def main(path: str) -> None:
             print(f"{title} of the {n} evaluations that have it ({unit} summed):")
             for k, v in split.items():
                 print(f"  {k:20s} {v:8.2f}")
-    gone = sorted(x["gone_s"] for r in rows for x in ((r.get("facts") or {}).get("reaped") or []))
-    if gone:  # a killed executor's processes (its CUDA context) gone: what lanes wait for before another times
-        print(f"executors reaped ({len(gone)}), from the kill to their processes gone: median "
-              f"{gone[len(gone) // 2]:.2f} s, max {gone[-1]:.2f} s, {sum(gone):.1f} s in all")
+    reaped = [x for r in rows for x in ((r.get("facts") or {}).get("reaped") or [])]
+    for key, what in (("context_gone_s", "NVML listing none of their processes (contexts gone)"),
+                      ("gone_s", "their processes gone (what a lane waits for before another times)")):
+        v = sorted(x[key] for x in reaped if isinstance(x.get(key), (int, float)))
+        if v:
+            print(f"executors reaped ({len(v)} of {len(reaped)}), from the kill to {what}: median "
+                  f"{v[len(v) // 2]:.2f} s, max {v[-1]:.2f} s, {sum(v):.1f} s in all")
     n, split = summed(rows, "settling")  # a ratio per side: its mean, not its sum
     if n:
         print(f"settling of the {n} timing phases that have it (a side's first four blocks over the rest, mean):")

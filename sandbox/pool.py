@@ -142,7 +142,7 @@ class ExecutorPool:
         pids = p.pids() if self.sup.device.type == "cuda" else []
         t_kill = time.monotonic()
         p.signal_kill()
-        device_bytes = self._held_after_kill(pids)
+        device_bytes, listed = self._held_after_kill(pids)
         if p in self.taken:
             self.taken.remove(p)
         lanes = getattr(self.sup, "lanes", None)
@@ -154,6 +154,7 @@ class ExecutorPool:
         def reap():
             released = False
             try:
+                context_gone = self._context_gone(listed, t_kill) if listed else None
                 p.kill()
                 gone = time.monotonic()
                 if hold is not None:  # its processes are gone, their CUDA contexts with them: nothing of it dies now
@@ -161,7 +162,8 @@ class ExecutorPool:
                     released = True
                 shutil.rmtree(p.workdir, ignore_errors=True)
                 # a fact of the next evaluation (Evaluation.run): how long killed executors took to go
-                self.reaped.append({"gone_s": round(gone - t_kill, 3), "cleaned_s": round(time.monotonic() - t_kill, 3)})
+                self.reaped.append({"context_gone_s": context_gone, "gone_s": round(gone - t_kill, 3),
+                                    "cleaned_s": round(time.monotonic() - t_kill, 3)})
             except BaseException as e:  # noqa: BLE001 - re-raised by join in the caller's thread
                 self._errors.append(e)
             finally:
@@ -173,28 +175,47 @@ class ExecutorPool:
         lent = lease.layout.total_bytes if lease is not None and lease.owns_region else 0
         self._reapers.append((t, lease, device_bytes + lent))
 
-    def _held_after_kill(self, pids: list[int]) -> int:
+    def _context_gone(self, listed: set[int], t_kill: float, limit_s: float = 10.0) -> float | None:
+        """Seconds from the kill until NVML lists none of ``listed`` (the killed executor's processes it listed
+        just after the kill): its CUDA contexts destroyed. A fact beside ``gone_s`` (every process of the sandbox
+        reaped, which is when the lane's hold goes): whether the driver is done with a dying executor sooner than
+        the host is. None where NVML stops answering or still lists them after ``limit_s``."""
+        from kbenv.sandbox import gpustate
+        while time.monotonic() - t_kill < limit_s:
+            try:
+                procs = gpustate.compute_processes(self.sup.device.index or 0)
+            except (OSError, AttributeError, ValueError, TypeError):
+                return None
+            if procs is None:
+                return None
+            if not listed & {pid for pid, _ in procs}:
+                return round(time.monotonic() - t_kill, 3)
+            time.sleep(0.01)
+        return None
+
+    def _held_after_kill(self, pids: list[int]) -> tuple[int, set[int]]:
         """What a killed executor (``pids``, its processes) may still hold on the device while its CUDA context
         dies: what the driver reports them holding just after the kill was sent (NVML, never the executor's own
         word; nothing more is allocated once the kill lands, so the figure only falls), with ``DYING_SLACK`` for
         an allocation in flight as it was sent. The plan's figure for one executor (its cap and context) where
-        NVML cannot say, or lists none of them (a context already gone, or pids it names otherwise).
+        NVML cannot say, or lists none of them (a context already gone, or pids it names otherwise). With it, the
+        processes NVML listed (none where it listed none).
 
         Why: a taken executor waits for the dying ones unless they fit the plan's room (:meth:`take`), and with
         the plan's figure it waited in nearly every evaluation: three lanes on an H100 (stop 48), 1.4-2.1 s of
         each evaluation's 13 after the first three, which had nothing dying. An underestimate costs no verdict: an
         out-of-memory while an earlier executor dies runs the evaluation again (``Supervisor.oom_verdict``)."""
         if not pids:
-            return self.executor_bytes
+            return self.executor_bytes, set()
         from kbenv.sandbox import gpustate
         try:
             procs = gpustate.compute_processes(self.sup.device.index or 0)
         except (OSError, AttributeError, ValueError, TypeError):  # a driver library without these symbols
             procs = None
-        mine = [used for pid, used in (procs or []) if pid in set(pids)]
+        mine = {pid: used for pid, used in (procs or []) if pid in set(pids)}
         if not mine:
-            return self.executor_bytes
-        return sum(mine) + DYING_SLACK
+            return self.executor_bytes, set()
+        return sum(mine.values()) + DYING_SLACK, set(mine)
 
     def wait_reaped(self, until: float | None = None) -> None:
         """Wait for the executors being reaped (until ``until``, a monotonic time, if given), touching nothing else

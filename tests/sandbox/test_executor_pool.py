@@ -185,6 +185,10 @@ def test_a_killed_executor_counts_what_the_driver_says_it_holds(monkeypatch):
     gate.set()
     real_join()
     assert pool.dying_bytes() == 0
+    # NVML stopped answering (None) while the first was listed, and listed neither of the others: no figure of
+    # when their contexts went
+    reaped = pool.take_reaped()
+    assert len(reaped) == 3 and all(r["context_gone_s"] is None for r in reaped), reaped
 
 
 def test_a_killed_executor_lets_the_lanes_hold_go_once_its_processes_are_gone_and_says_how_long_that_took(
@@ -200,11 +204,15 @@ def test_a_killed_executor_lets_the_lanes_hold_go_once_its_processes_are_gone_an
     monkeypatch.setattr(pool, "refill", lambda start=True: None)
     monkeypatch.setattr(pool_mod.shutil, "rmtree", lambda path, ignore_errors: order.append("workdir removed"))
     import time as _time
-    proc = NS(pids=lambda: [], signal_kill=lambda: None, kill=lambda: (_time.sleep(0.2), order.append("gone")),
+    from kbenv.sandbox import gpustate
+    t0 = _time.monotonic()  # NVML lists the executor's process (pid 7) for its first 0.1 s after the kill
+    monkeypatch.setattr(gpustate, "compute_processes",
+                        lambda index: [(7, 1 << 30)] if _time.monotonic() - t0 < 0.1 else [(99, 1 << 30)])
+    proc = NS(pids=lambda: [7], signal_kill=lambda: None, kill=lambda: (_time.sleep(0.2), order.append("gone")),
               workdir="/nonexistent/kbenv-test")
     pool.dispose(proc)
     pool.join()
     assert order == ["gone", "hold released", "workdir removed"]
     (reaped,) = pool.take_reaped()
-    assert 0.2 <= reaped["gone_s"] <= reaped["cleaned_s"] < 5
+    assert 0.1 <= reaped["context_gone_s"] < 0.2 and reaped["context_gone_s"] < reaped["gone_s"] <= reaped["cleaned_s"] < 5
     assert pool.take_reaped() == []
