@@ -379,21 +379,25 @@ class BaselineExecutors:
 
     def join(self) -> None:
         """Wait for processes being reaped (their device memory is back once this returns)."""
-        for t in self._reapers:
+        for t, _ in self._reapers:
             t.join()
         self._reapers = []
 
     def dying_bytes(self) -> int:
-        """What baseline sets still being reaped may hold on the device: a set's planned bytes each."""
+        """What baseline sets still being reaped may hold on the device: for each, what NVML reported its processes
+        holding just after the kill (plus slack) and its lent region; the plan's figure for a set where NVML could
+        not say. Sets are closed at every evaluation's end on cuda, and with the plan's figure the next evaluation's
+        executor waited for the set to die wherever the plan's room was smaller (ExecutorPool.take)."""
         plan = getattr(self.sup, "plan", None)
-        alive = sum(t.is_alive() for t in list(self._reapers))
-        return alive * (plan.baseline_bytes if plan is not None else 0)
+        planned = plan.baseline_bytes if plan is not None else 0
+        return sum(planned if b is None else b for t, b in list(self._reapers) if t.is_alive())
+
 
     def wait_reaped(self, until: float | None = None) -> None:
         """Wait for the sets being reaped (until ``until``, a monotonic time, if given) without touching the list
         (safe from the decoy's side thread, while the evaluation's thread may add to it; :meth:`join` clears it
         later)."""
-        for t in list(self._reapers):
+        for t, _ in list(self._reapers):
             t.join(None if until is None else max(0.0, until - time.monotonic()))
 
     def close(self, keep_ahead: bool = False, wait: bool = True) -> None:
@@ -415,13 +419,16 @@ class BaselineExecutors:
             finally:
                 if hold is not None:  # a dying context may still run kernels: the lane's GPU hold until it is gone
                     hold.release()
+        pids = [q for lease in leases for q in lease.proc.pids()] if self.sup.device.type == "cuda" else []
         for lease in leases:
             lease.proc.signal_kill()
         if leases or region is not None:
             import threading
+            from kbenv.sandbox import gpustate
+            held, _ = gpustate.held_after_kill(self.sup.device.index or 0, pids)
             t = threading.Thread(target=reap, daemon=True)
             t.start()
-            self._reapers.append(t)
+            self._reapers.append((t, None if held is None else held + (region.nbytes if region is not None else 0)))
         if wait:
             self.join()
         if not keep_ahead:

@@ -75,6 +75,25 @@ def compute_processes(index: int) -> list[tuple[int, int]] | None:
     return [(int(infos[i].pid), int(infos[i].usedGpuMemory)) for i in range(min(count.value, n))]
 
 
+DYING_SLACK = 256 << 20  # beside what NVML reports killed processes holding: an allocation in flight at the kill
+
+
+def held_after_kill(index: int, pids: list[int]) -> tuple[int | None, set[int]]:
+    """What processes just sent SIGKILL (``pids``) may still hold on the device while their contexts die: the bytes
+    NVML reports them holding now, plus ``DYING_SLACK`` (nothing more is allocated once the kill lands, so the
+    figure only falls), and the pids it listed. ``(None, set())`` where NVML cannot say or lists none of them: the
+    caller's planned figure then stands."""
+    if not pids:
+        return None, set()
+    try:
+        procs = compute_processes(index)
+    except (OSError, AttributeError, ValueError, TypeError):  # a driver library without these symbols
+        return None, set()
+    want = set(pids)
+    mine = {pid: used for pid, used in (procs or []) if pid in want}
+    return (sum(mine.values()) + DYING_SLACK, set(mine)) if mine else (None, set())
+
+
 def by_role(index: int, roles: dict[str, list[int]]) -> dict | None:
     """The processes on the device now, by role (``roles``: role -> pids; this process is the supervisor):
     {role: [MiB each]}, processes of no role under ``other``."""

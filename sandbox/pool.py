@@ -16,7 +16,6 @@ from kbenv.sandbox.process import SpawnError
 from kbenv.sandbox.references import HarnessError
 
 
-DYING_SLACK = 256 << 20  # beside what NVML reports a killed executor holding: an allocation in flight at the kill
 
 
 class ExecutorPool:
@@ -205,17 +204,9 @@ class ExecutorPool:
         the plan's figure it waited in nearly every evaluation: three lanes on an H100 (stop 48), 1.4-2.1 s of
         each evaluation's 13 after the first three, which had nothing dying. An underestimate costs no verdict: an
         out-of-memory while an earlier executor dies runs the evaluation again (``Supervisor.oom_verdict``)."""
-        if not pids:
-            return self.executor_bytes, set()
         from kbenv.sandbox import gpustate
-        try:
-            procs = gpustate.compute_processes(self.sup.device.index or 0)
-        except (OSError, AttributeError, ValueError, TypeError):  # a driver library without these symbols
-            procs = None
-        mine = {pid: used for pid, used in (procs or []) if pid in set(pids)}
-        if not mine:
-            return self.executor_bytes, set()
-        return sum(mine.values()) + DYING_SLACK, set(mine)
+        held, listed = gpustate.held_after_kill(self.sup.device.index or 0, pids)
+        return (self.executor_bytes if held is None else held), listed
 
     def wait_reaped(self, until: float | None = None) -> None:
         """Wait for the executors being reaped (until ``until``, a monotonic time, if given), touching nothing else

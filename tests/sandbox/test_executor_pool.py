@@ -161,7 +161,7 @@ def test_a_killed_executor_counts_what_the_driver_says_it_holds(monkeypatch):
     slack), so an executor that held little no longer keeps the next one waiting for its whole planned figure;
     where NVML cannot say, or lists none of its processes, the plan's figure stands."""
     from kbenv.sandbox import gpustate
-    from kbenv.sandbox.pool import DYING_SLACK
+    from kbenv.sandbox.gpustate import DYING_SLACK
     pool = _pool(monkeypatch, "cuda")
     pool.sup.fence = NS(release=lambda p: None)
     pool.set_room(4 << 30, 6 << 30)  # the plan: 6 GiB for one executor, 4 GiB of room
@@ -216,3 +216,32 @@ def test_a_killed_executor_lets_the_lanes_hold_go_once_its_processes_are_gone_an
     (reaped,) = pool.take_reaped()
     assert 0.1 <= reaped["context_gone_s"] < 0.2 and reaped["context_gone_s"] < reaped["gone_s"] <= reaped["cleaned_s"] < 5
     assert pool.take_reaped() == []
+
+
+def test_a_closed_baseline_sets_dying_bytes_are_what_nvml_reports_its_processes_holding(monkeypatch, tmp_path):
+    """A baseline set is closed at every evaluation's end on cuda, and the next evaluation's executor waits for it
+    to die unless the plan's room holds what it may still hold (``ExecutorPool.take``): that is what NVML reports
+    its processes holding just after the kill (plus slack) and its lent region, as for a candidate's executor; the
+    plan's whole figure only where NVML cannot say."""
+    from kbenv.sandbox import gpustate
+    from kbenv.sandbox.baselines import BaselineExecutors
+    from kbenv.sandbox.gpustate import DYING_SLACK
+    sup = NS(device=torch.device("cuda"), cache_dir=str(tmp_path), plan=NS(baseline_bytes=20 << 30), lanes=None,
+             fresh_baselines=True)
+    b = BaselineExecutors(sup, ("eager", "compile"))
+    gate = threading.Event()
+
+    def lease(pid):
+        return NS(proc=NS(pids=lambda: [pid], signal_kill=lambda: None, kill=gate.wait), close=lambda: None)
+    readings = [[(21, 2 << 30), (22, 3 << 30), (99, 40 << 30)]]  # pid 99: another process
+    monkeypatch.setattr(gpustate, "compute_processes", lambda index: readings[0])
+    b._leases, b._region = {"eager": lease(21), "compile": lease(22)}, NS(nbytes=1 << 30, close=lambda: None)
+    b.close(keep_ahead=True, wait=False)
+    assert b.dying_bytes() == (5 << 30) + DYING_SLACK + (1 << 30)  # not the plan's 20 GiB
+    readings[0] = None  # no NVML: the plan's figure for the next set closed
+    b._leases = {"eager": lease(23)}
+    b.close(keep_ahead=True, wait=False)
+    assert b.dying_bytes() == (5 << 30) + DYING_SLACK + (1 << 30) + (20 << 30)
+    gate.set()
+    b.join()
+    assert b.dying_bytes() == 0
