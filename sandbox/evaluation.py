@@ -98,18 +98,26 @@ class Evaluation:
                           "reaped": self.sup.pool.take_reaped()})
         if self.retried:
             res.facts["retried"] = "run again: an earlier evaluation's dying executor held the memory it needed"
+        # lanes: a checkpoint between the references' steps (each may be a second or more of a problem not yet
+        # built: a sweep of distinct problems builds one every evaluation), where another lane waiting to time can
+        # have the GPU; before, the first checkpoint came after them, at taking the executor
+        check = self.sup.checkpoint
         try:
+            check("references")
             self.st = self.sup.refs.state(problem, req.size, self.precision)
             self.official_seed = official_seed = self.sup.secret.seed(problem.id, req.size, "official")
+            check("references")
             pair = self.sup.refs.pair(self.st, official_seed, "default")
             # shapes and dtypes only (meta tensors): the pair itself is never held between uses (official_inputs)
             self.official_spec = tuple([x.to("meta") if isinstance(x, torch.Tensor) else x for x in side]
                                        for side in pair)
             del pair
+            check("references")
             self.contract = self.sup.refs.contract(self.st, official_seed)
             # timed calls draw zero-mean inputs where the contract applies (precision.timed_domain), held to the
             # contract measured on that domain
             self.timed_domain = precision_contract.timed_domain(problem.domains, self.contract.eligible)
+            check("references")
             self.timed_contract = self.sup.refs.contract(
                 self.st, self.sup.secret.seed(problem.id, req.size, "timed_contract"), self.timed_domain)
             self.layout = self.sup.layout_for(self.st, self.official_spec[0])

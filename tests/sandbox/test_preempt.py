@@ -492,3 +492,16 @@ def test_a_lane_gives_way_while_its_candidate_runs_a_long_call(cache_dir):
     assert rb.phase_seconds["correctness"] >= 12 and rb.phase_seconds["compile"] < 4, rb.phase_seconds
     # a finished while b's first call still slept: it did not wait that call out
     assert a_done < 10 and ra.facts["timing_setup_s"]["lane_wait"] < 4, (a_done, ra.facts["timing_setup_s"])
+
+
+def test_the_references_phase_has_checkpoints_between_its_steps(supervisor, monkeypatch):
+    """A problem's references (its model, the official pair, the precision contracts) are built at an evaluation's
+    start, a second or more each for a problem not built before; a lane can give way only at a checkpoint, and the
+    first used to come after them (taking the executor). Now one comes before each step."""
+    from kbenv.sandbox.result import EvalRequest
+    from test_faults import GOOD, PID
+    where = []
+    monkeypatch.setattr(supervisor, "checkpoint", lambda w="": where.append(w))
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False))
+    assert r.verdict == "pass", (r.category, r.reason, r.error)
+    assert where[:5] == ["references"] * 4 + ["take_executor"], where
