@@ -232,6 +232,7 @@ class ExecutorProcess:
         self.started = self.ready = self.dead = False
         self.pid_ns: str | None = None
         self.killed_at: int | None = None  # boot ticks of the first kill (signal_kill)
+        self.outer_grace_until = 0.0  # (monotonic) until then the outer bwrap is left to reap its namespace (signal_kill)
         self.ns_fd: int | None = None  # the sandbox's pid namespace, held open until reaped (hold_namespace)
         self.uid: int | None = None
         self.output = b""
@@ -320,17 +321,36 @@ class ExecutorProcess:
             except OSError:
                 continue
 
+    OUTER_GRACE_S = 1.0
+
     def signal_kill(self) -> None:
-        """SIGKILL the process and every process of its namespace now, without waiting.
+        """SIGKILL every process of its namespace now, and the process itself (the outer bwrap), without waiting.
 
         Every scan of the namespace, now and later, keeps only processes started before the first kill: once
         the namespace is gone its id can be given to a new sandbox (a spare, a baseline, a builder started
-        meanwhile), whose processes are not this executor's."""
+        meanwhile), whose processes are not this executor's.
+
+        The outer bwrap runs no candidate code (it is outside the namespace) and is its init's parent: killed with
+        the rest, it left that init a zombie for whoever adopts orphans to reap, and the namespace stayed listed
+        for 1.0-1.6 s after every other process of it had gone (the CPU machine, stop 49), which every wait for a
+        dying executor waited out. So the first kill of a sandbox whose namespace has processes spares the outer
+        process for up to ``OUTER_GRACE_S``: it reaps the init as it dies and exits, and :meth:`kill` waits for
+        that; a later call past the grace kills it too."""
         if self.killed_at is None:
             self.killed_at = _boot_ticks()
+            in_ns = pids_in_namespace(self.pid_ns, started_by=self.killed_at) if self.pid_ns else []
+            if in_ns and self.proc.poll() is None:
+                self.outer_grace_until = time.monotonic() + self.OUTER_GRACE_S
         at = self.killed_at
         in_ns = pids_in_namespace(self.pid_ns, started_by=at) if self.pid_ns else []
-        for pid in (sorted(set(process_tree(self.proc.pid)) | set(in_ns)) if self.proc.poll() is None else in_ns):
+        for pid in in_ns:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.proc.poll() is not None or time.monotonic() < self.outer_grace_until:
+            return
+        for pid in sorted(set(process_tree(self.proc.pid)) - set(in_ns)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -348,6 +368,10 @@ class ExecutorProcess:
             return
         self.signal_kill()
         killed_at = self.killed_at
+        try:  # the outer bwrap exits once it has reaped its namespace's init (signal_kill)
+            self.proc.wait(timeout=max(0.0, self.outer_grace_until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.signal_kill()  # past the grace: the outer process too
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired as e:

@@ -61,3 +61,19 @@ def test_a_sandboxed_process_is_told_its_uid_and_bound_as_root_and_its_task_limi
     assert process.identity_env(None) == {"KBENV_TASK_LIMIT": str(process.TASK_LIMIT)}
     monkeypatch.setattr(process, "userns_task_limit", lambda: False)
     assert process.identity_env(None) == {}
+
+
+def test_a_killed_sandbox_is_reaped_by_its_own_outer_process_not_left_to_the_hosts_init(tmp_path):
+    """SIGKILL went to every process of an executor at once, its outer bwrap too, which is its namespace's init's
+    parent: the init was left a zombie for whoever adopts orphans, and the namespace stayed listed for 1.0-1.6 s
+    after everything in it had gone (the CPU machine, stop 49), waited out by every wait for a dying executor. The
+    namespace's processes are killed first; the outer process, which runs no candidate code, reaps its init and
+    exits by itself (its status is the init's, not a SIGKILL of its own), and nothing of the namespace is left."""
+    if not process.have_bwrap():
+        pytest.skip("no bubblewrap on this machine: the sandbox is what this checks")
+    p = process.spawn(tmp_path, "cpu", "bwrap", None, False)
+    process.await_ready(p, 60)
+    assert p.pid_ns and process.pids_in_namespace(p.pid_ns)
+    p.kill()
+    assert p.proc.returncode != -9, "the outer process was killed, not left to reap its namespace's init"
+    assert not process.pids_in_namespace(p.pid_ns, started_by=p.killed_at)
