@@ -321,7 +321,9 @@ class ExecutorProcess:
             except OSError:
                 continue
 
-    OUTER_GRACE_S = 1.0
+    # the namespace's last process may take a CUDA context's teardown to exit (1.5-1.8 s, H100, stop 44), and the
+    # init exits only after it: killed before, the outer process would leave the init to the host's init again
+    OUTER_GRACE_S = 5.0
 
     def signal_kill(self) -> None:
         """SIGKILL every process of its namespace now, and the process itself (the outer bwrap), without waiting.
