@@ -338,13 +338,12 @@ class ExecutorProcess:
         dying executor waited out. So the first kill of a sandbox whose namespace has processes spares the outer
         process for up to ``OUTER_GRACE_S``: it reaps the init as it dies and exits, and :meth:`kill` waits for
         that; a later call past the grace kills it too."""
-        if self.killed_at is None:
+        first = self.killed_at is None
+        if first:
             self.killed_at = _boot_ticks()
-            in_ns = pids_in_namespace(self.pid_ns, started_by=self.killed_at) if self.pid_ns else []
-            if in_ns and self.proc.poll() is None:
-                self.outer_grace_until = time.monotonic() + self.OUTER_GRACE_S
-        at = self.killed_at
-        in_ns = pids_in_namespace(self.pid_ns, started_by=at) if self.pid_ns else []
+        in_ns = pids_in_namespace(self.pid_ns, started_by=self.killed_at) if self.pid_ns else []
+        if first and in_ns and self.proc.poll() is None:
+            self.outer_grace_until = time.monotonic() + self.OUTER_GRACE_S
         for pid in in_ns:
             try:
                 os.kill(pid, signal.SIGKILL)
