@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from types import SimpleNamespace as NS
 
 import pytest
@@ -16,6 +17,16 @@ from kbenv.sandbox.lanes import Lanes, sharing_could_cause
 
 WAIT = 5.0  # seconds a thread that must get through is given
 BLOCKED = 0.4  # seconds a thread that must wait is watched for
+
+
+def _until(cond, limit: float = WAIT) -> bool:
+    """Poll ``cond()`` until it holds (True) or ``limit`` seconds have passed (False)."""
+    deadline = time.monotonic() + limit
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _pair(tmp_path):
@@ -219,6 +230,7 @@ def test_a_timing_phase_passes_the_gpu_straight_to_a_lane_waiting_to_time(tmp_pa
     body = _timing_then(a, lambda: True, after_a)
     ta, ina, outa = _in_thread(body)
     assert not ina.wait(BLOCKED)  # a waits for b's shared hold
+    assert _until(b.wanted)  # a holds the turn (under load a's thread can take longer than BLOCKED to get there)
     b_body.goes.set()  # b goes to time too: behind a, which holds the turn
     assert ina.wait(WAIT) and not inb.wait(BLOCKED)  # a times, b waits
     assert c.wanted() and not a.wanted()  # b waits for its turn (a, timing, never gives way)
@@ -263,6 +275,8 @@ def test_a_timing_phase_passes_nothing_on_unless_it_ended_quiet(tmp_path, how):
     tb, inb, outb = _in_thread(b_body)
     assert b_body.shares.wait(WAIT)
     ta, ina, outa = _in_thread(body)
+    # b goes to time only once a holds the turn: sooner, b could take it first and time before a (a race CI lost once)
+    assert _until(b.wanted)
     b_body.goes.set()
     assert ina.wait(WAIT) and not inb.wait(BLOCKED) and b.wanted() is False and a.wanted() is False
     outa.set()
