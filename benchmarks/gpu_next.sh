@@ -5,6 +5,7 @@
 # H200, call 1: issue 11's repeatability (23, 88, 40, dlrm/2 at full size, 5 evaluations each), then issue 13's
 # 16-problem known-good rollout at three lanes, --timing-budget 1.5 (its first run warms the baselines). H200, call
 # 2: three lanes warm (the figure), four lanes, test_gpu.py, then the known-bad row 89:sleep_import under lanes.
+# SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
 # H100 (any call): the lanes runs (RUNS), 89:sleep_import, 88 at full size eight times (stop 48's intercept outlier,
 # now with per-side intercepts).
 set -u
@@ -30,10 +31,17 @@ show() {
   [ -f /tmp/gpuout/redteam-only.log ] && grep "^\[" /tmp/gpuout/redteam-only.log
   [ -f /tmp/gpuout/tests.log ] && tail -n 15 /tmp/gpuout/tests.log
 }
-if [[ $card == *H200* ]]; then
+trusted_set() {  # issue 11's repeatability: four problems at full size, five evaluations each
+  TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
+    TRUSTED_LIMIT=$(( $(left) - ${1:-250} )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
+}
+if [[ ${SET:-} == trusted ]]; then  # any card: the repeatability set, 89:sleep_import, then test_gpu.py
+  trusted_set 330
+  sleep_import
+  (( $(left) > 120 )) && TESTS_LIMIT=$(( $(left) - 30 )) bash benchmarks/gpu_run.sh tests
+elif [[ $card == *H200* ]]; then
   if [[ ${CALL:-1} == 1 ]]; then
-    TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
-      TRUSTED_LIMIT=$(( $(left) - 250 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
+    trusted_set 250
     lanes_runs "${RUNS:-h200cold:1:1}"
   else
     lanes_runs "${RUNS:-h200:1:1 h200l4:1:1:4}"
