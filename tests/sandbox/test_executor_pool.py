@@ -1,6 +1,7 @@
 """The executor pool's wait for killed executors: on cuda, taking an executor waits for those still being reaped
 only when the current memory plan has no room for what they may still hold (their memory and lent region)."""
 
+import os
 import threading
 from types import SimpleNamespace as NS
 
@@ -87,7 +88,7 @@ def test_a_timing_phase_pauses_only_started_spares():
     on importing through a timing phase, so that it is ready for the next evaluation's decoy."""
     sup = NS(device=torch.device("cuda"), limits={"spawn_s": 1.0})
     pool = ExecutorPool.__new__(ExecutorPool)
-    pool.sup = sup
+    pool.sup, pool.paused = sup, {}
     paused = []
 
     def spare(pid, started):
@@ -147,6 +148,18 @@ def test_waiting_ahead_for_spares_reads_nothing_and_keeps_its_deadline(monkeypat
     t0 = time.monotonic()
     pool.await_starts(t0 + 0.3)
     assert 0.25 <= time.monotonic() - t0 < 1.0  # nothing came: the deadline
+    # a spare this pool paused (a timing phase's set-up) sends nothing until resumed: not waited for; once resumed,
+    # waited for again (SIGCONT to this test's own process stands for the resume)
+    stopped = NS(started=True, ready=False, sock=silent, pause=lambda: [os.getpid()])
+    pool.spares = [stopped]
+    assert pool.pause_spares() == [os.getpid()]
+    t0 = time.monotonic()
+    pool.await_starts(t0 + 2.0)
+    assert time.monotonic() - t0 < 0.2
+    pool.resume_spares([os.getpid()])
+    t0 = time.monotonic()
+    pool.await_starts(t0 + 0.3)
+    assert 0.25 <= time.monotonic() - t0 < 1.0
     gate = threading.Event()
     _dying(pool, gate, 1 << 20)
     t0 = time.monotonic()

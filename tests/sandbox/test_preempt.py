@@ -129,6 +129,35 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
     y.close()
 
 
+def test_a_lane_past_its_last_checkpoint_makes_no_attempt(tmp_path):
+    """After ``timing_setup`` a thread reaches no checkpoint before its lane times or its evaluation ends: no
+    attempt is made (one could only fail, and hold the thread at its work's end while it lasted); the other lane
+    times once this one lets the GPU go. A thread parked elsewhere does not count: its last checkpoint decides
+    nothing, since it is parked."""
+    a, b = _lanes(tmp_path)
+    quiet = _Quiet()
+    y = Yielder(b, quiet, park_s=0.3, retry_s=0.05)
+    in_b, release = threading.Event(), threading.Event()
+
+    def b_setup():
+        with b.evaluation(), y.working():
+            y.checkpoint("timing_setup")
+            in_b.set()
+            release.wait(WAIT)
+    tb = _thread(b_setup)
+    assert in_b.wait(WAIT)
+    log, entered = [], threading.Event()
+    ta = _thread(_timer(a, log), entered)
+    time.sleep(1.0)
+    assert not log and y.given_up == 0 and y.gave_way == 0 and not y.facts()["unparked"], (y.facts(), y.last_error)
+    t_release = time.monotonic()
+    release.set()
+    tb.join(WAIT)
+    ta.join(WAIT)
+    assert [e for e, _ in log] == ["timing", "timed"] and log[0][1] - t_release < 0.2  # no attempt held b's end
+    y.close()
+
+
 def test_every_registered_thread_must_park_itself(tmp_path):
     """Parking is counted per thread: a thread idle twice over (one wait inside another) does not stand in for a
     registered thread still at work, so the attempt is given up, never forced on the working thread."""
