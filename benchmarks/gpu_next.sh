@@ -5,6 +5,7 @@
 # H200, call 1: issue 11's repeatability (23, 88, 40, dlrm/2 at full size, 5 evaluations each), then issue 13's
 # 16-problem known-good rollout at three lanes, --timing-budget 1.5 (its first run warms the baselines). H200, call
 # 2: three lanes warm (the figure), four lanes, test_gpu.py, then the known-bad row 89:sleep_import under lanes.
+# SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
 # H100 (any call): the lanes runs (RUNS), 89:sleep_import, 88 at full size eight times (stop 48's intercept outlier,
@@ -41,7 +42,11 @@ group_run() {  # GRPO's shape: a few problems, several completions each (baselin
     ROLLOUT_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 \
     ROLLOUT_ARGS="--timing-budget 1.5 --episodes 4" bash benchmarks/gpu_run.sh rollout
 }
-if [[ ${SET:-} == lanes ]]; then  # any card: the 16-problem rollout cold, warm, 4 problems x 4, warm again
+if [[ ${SET:-} == final && $card == *H200* ]]; then  # an H200 for the last call: issue 11's set, then the lanes
+  TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
+    TRUSTED_LIMIT=$(( $(left) > 450 ? 200 : $(left) - 250 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
+  lanes_runs "h200cold:1:1 h200:1:1"
+elif [[ ${SET:-} == lanes || ${SET:-} == final ]]; then  # any card: the 16-problem rollout cold, warm, 4 problems x 4, warm again
   lanes_runs "b15cold:1:1 b15:1:1"
   group_run grp4x4
   lanes_runs "b15b:1:1"
