@@ -44,7 +44,7 @@ group_run() {  # GRPO's shape: a few problems, several completions each (baselin
 }
 if [[ ${SET:-} == final && $card == *H200* ]]; then  # an H200 for the last call: issue 11's set, then the lanes
   TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
-    TRUSTED_LIMIT=$(( $(left) > 450 ? 200 : $(left) - 250 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
+    TRUSTED_LIMIT=$(( $(left) > 450 ? 200 : $(left) - 40 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
   lanes_runs "h200cold:1:1 h200:1:1"
 elif [[ ${SET:-} == lanes || ${SET:-} == final ]]; then  # any card: the 16-problem rollout cold, warm, 4 problems x 4, warm again
   lanes_runs "b15cold:1:1 b15:1:1"
