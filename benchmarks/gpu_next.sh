@@ -38,7 +38,7 @@ trusted_set() {  # issue 11's repeatability: four problems at full size, five ev
     TRUSTED_LIMIT=$(( $(left) - ${1:-250} )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
 }
 group_run() {  # GRPO's shape: a few problems, several completions each (baseline sets kept across a problem's)
-  (( $(left) > 130 )) && ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=120 ROLLOUT_LANES=3 ROLLOUT_TAG=$1 \
+  (( $(left) > 100 )) && ROLLOUT_GPUS=1 ROLLOUT_LIMIT_1=$(( $(left) - 20 > 150 ? 150 : $(left) - 20 )) ROLLOUT_LANES=3 ROLLOUT_TAG=$1 \
     ROLLOUT_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 \
     ROLLOUT_ARGS="--timing-budget 1.5 --episodes 4" bash benchmarks/gpu_run.sh rollout
 }
@@ -46,6 +46,8 @@ if [[ ${SET:-} == final && $card == *H200* ]]; then  # an H200 for the last call
   TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
     TRUSTED_LIMIT=$(( $(left) > 450 ? 200 : $(left) - 40 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
   lanes_runs "h200cold:1:1 h200:1:1"
+elif [[ ${SET:-} == final ]] && (( $(left) < 300 )); then  # little time on an H100: the GRPO-shaped run alone
+  group_run grp4x4
 elif [[ ${SET:-} == lanes || ${SET:-} == final ]]; then  # any card: the 16-problem rollout cold, warm, 4 problems x 4, warm again
   lanes_runs "b15cold:1:1 b15:1:1"
   group_run grp4x4
