@@ -233,9 +233,10 @@ class ExecutorPool:
         """Wait, until ``until`` at most, for every started spare's ready frame to have arrived, reading nothing:
         safe beside the evaluation's thread, which may be taking one (``kbenv.sandbox.preempt``: the lane settles
         its spares ahead while its threads park; :meth:`settle` is what makes sure, once they have). A spare this
-        pool paused is not waited for: stopped, it sends nothing before it is resumed. H100, stop 49, three lanes:
-        a lane asked to give way during its own timing phase's set-up (its spares paused there, one of them still
-        creating its context) waited out the whole park budget here, 2.0 s, in 11 of 16 evaluations."""
+        pool paused is not waited for: stopped, it sends nothing before it is resumed. H100, stop 50 (stop 49's
+        code), three lanes: a lane asked to give way during its own timing phase's set-up (its spares paused there,
+        one of them still creating its context) waited out the whole park budget here, 2.0 s, in 11 of 16
+        evaluations."""
         for p in list(self.spares):
             sock = p.sock
             if not p.started or p.ready or sock is None or self._is_paused(p):

@@ -208,8 +208,8 @@ class Yielder:
     def _unparkable(self) -> bool:
         """Whether every registered thread has passed a checkpoint after which none follows (``NO_CHECKPOINT_AFTER``):
         an attempt then cannot succeed, and while it lasted (``park_s``) a thread leaving its work waited for it
-        (:meth:`working`), its evaluation's end, and the lane waiting to time with it. H100, stop 49, three lanes:
-        9 attempts of 16 evaluations given up so, all at ``timing_setup``."""
+        (:meth:`working`), its evaluation's end, and the lane waiting to time with it. H100, stop 50 (stop 49's code),
+        three lanes: 9 attempts of 16 evaluations given up so, all at ``timing_setup``."""
         with self._cv:
             wheres = [self._where.get(me) for me in self._working_ids if not self._parked_ids.get(me)]
         return bool(wheres) and all(w in NO_CHECKPOINT_AFTER for w in wheres)

@@ -132,8 +132,7 @@ def test_a_thread_that_does_not_reach_a_checkpoint_keeps_the_gpu_until_its_evalu
 def test_a_lane_past_its_last_checkpoint_makes_no_attempt(tmp_path):
     """After ``timing_setup`` a thread reaches no checkpoint before its lane times or its evaluation ends: no
     attempt is made (one could only fail, and hold the thread at its work's end while it lasted); the other lane
-    times once this one lets the GPU go. A thread parked elsewhere does not count: its last checkpoint decides
-    nothing, since it is parked."""
+    times once this one lets the GPU go."""
     a, b = _lanes(tmp_path)
     quiet = _Quiet()
     y = Yielder(b, quiet, park_s=0.3, retry_s=0.05)
