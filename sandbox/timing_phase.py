@@ -177,6 +177,8 @@ class TimingPhase:
             self.ev._tick("timing", t0)
         sp = speedup(cand, series)
         best = series[sp.best]
+        # the removed intercepts: their noise (beside the interval), and how far they may understate the candidate
+        intercept_ci, intercept_gap = calib.uncertainty(sp.best, cand.typical[0], best.typical[0], n)
         floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, *self.ev.official_spec)
         res.baseline = {"best": best.name, "best_ms": best.median_ms, "best_typical_ms": 1e3 * best.typical[0],
                         "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
@@ -195,6 +197,7 @@ class TimingPhase:
                                                 for s in series.values()},
                        # null where too few rounds bound them (the CPU's two): a record is strict JSON
                        "speedup_rel_ci95": _finite(sp.rel_ci95), "paired_rel_ci95": _finite(sp.paired_rel_ci95),
+                       "intercept_rel_ci95": round(intercept_ci, 4), "intercept_gap_rel": round(intercept_gap, 4),
                        "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)

@@ -168,6 +168,38 @@ def test_with_one_slot_the_fence_cost_is_removed_as_before(clock, monkeypatch):
     assert calib.estimates == {} and bases["eager"].blocks == []
 
 
+def test_the_intercepts_noise_is_read_robustly_and_needs_three_late_estimates():
+    """``side_se``: 0 with fewer than three estimates in the later half; one disturbed estimate (a 6 ms one among
+    1 ms ones, as on an H100 at stop 50) barely moves it; a real spread does."""
+    calib = BlockCalibration(FENCE_S)
+    calib.estimates["eager"] = [1e-3, 1e-3, 1e-3, 1e-3]
+    assert calib.side_se("eager") == 0.0  # two in the later half
+    calib.estimates["compile"] = [2e-3] * 6 + [1.0e-3, 1.1e-3, 6.3e-3, 0.9e-3, 1.0e-3, 1.05e-3]
+    steady = calib.side_se("compile")
+    assert 0 < steady < 0.1e-3
+    calib.estimates["compile"] = [2e-3] * 6 + [0.5e-3, 1.5e-3, 0.7e-3, 1.3e-3, 0.6e-3, 1.4e-3]
+    assert calib.side_se("compile") > 2 * steady
+
+
+def test_the_intercepts_uncertainty_grows_as_the_block_shrinks_and_the_gap_is_reported():
+    """``uncertainty``: the half-width the removed intercepts add, each divided among the block's calls (so blocks
+    of 2 calls, as under lanes, add 8 times what blocks of 16 do), and the gap between the compared baseline's own
+    intercept and the least one, which is what the candidate's blocks had removed: 23 under three lanes on an H100
+    (stop 50) had torch.compile at 1.29 ms and eager at 0.77 ms over 2 calls of about 1.1 ms, a gap of about 24%.
+    Nothing with one slot (the fence's cost removed, no estimates)."""
+    calib = BlockCalibration(FENCE_S)
+    calib.estimates["eager"] = [0.7e-3, 0.9e-3, 0.6e-3, 0.8e-3, 0.77e-3, 0.85e-3]
+    calib.estimates["compile"] = [1.2e-3, 1.4e-3, 1.3e-3, 1.1e-3, 1.29e-3, 1.45e-3]
+    half2, gap2 = calib.uncertainty("compile", 1.1e-3, 1.0e-3, 2)
+    half16, gap16 = calib.uncertainty("compile", 1.1e-3, 1.0e-3, 16)
+    assert half2 > 0 and half2 == pytest.approx(8 * half16)
+    assert gap2 == pytest.approx((calib.side_s("compile") - calib.side_s("eager")) / (2 * 1.1e-3))
+    assert 0.15 < gap2 < 0.35 and gap16 == pytest.approx(gap2 / 8)
+    assert calib.uncertainty("eager", 1.1e-3, 1.0e-3, 2)[1] == 0.0  # compared with the least side: no gap
+    assert calib.uncertainty("compile", 1.1e-3, 1.0e-3, 1) == (0.0, 0.0)
+    assert BlockCalibration(FENCE_S).uncertainty("compile", 1.1e-3, 1.0e-3, 8) == (0.0, 0.0)
+
+
 def test_kbenv_baselines_build_fits_the_evaluations_memory_plan_before_it_lays_out_slots():
     """``BaselineExecutors.get`` (``kbenv baselines build``) lays out its slots by the memory plan an evaluation of the same
     problem fits, so that the marker of baselines built with the GPU to themselves names an evaluation's slots (an

@@ -485,6 +485,9 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
         assert probed and all(probed)  # trusted executors only
         n = r.timings["calls_per_block"]
         assert (len(r.timings["block_overhead_estimates_ms"]) > 0) == (n > 1)
+        # what the removed intercepts add (their noise, and the gap), reported with every timed result
+        t = r.timings
+        assert t["intercept_rel_ci95"] >= 0 and t["intercept_gap_rel"] >= 0, t
 
         def failing(self, *a, **k):
             raise CandidateFault("timeout", "the executor's GPU work did not end within 60 s of its reply")
