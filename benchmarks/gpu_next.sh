@@ -42,7 +42,15 @@ group_run() {  # GRPO's shape: a few problems, several completions each (baselin
     ROLLOUT_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 \
     ROLLOUT_ARGS="--timing-budget 1.5 --episodes 4" bash benchmarks/gpu_run.sh rollout
 }
-if [[ ${SET:-} == final && $card == *H200* ]]; then  # an H200 for the last call: issue 11's set, then the lanes
+if [[ ${SET:-} == compare ]]; then  # stop 51: one lane against three on one host, the cycled calibration block
+  # (timing.calibration_calls): the repeatability set alone (any card; on an H200 issue 11's figure), then GRPO's shape
+  # under three lanes, whose first evaluations find this host's caches warm from the first
+  trusted_set 190
+  group_run grp4x4
+  python3 "$PWD/benchmarks/lane_accuracy.py" --trusted /tmp/gpuout/trusted.json \
+    --records /tmp/gpuout/records-good-1gpu-lanes3-grp4x4.jsonl > /tmp/gpuout/lane_accuracy.log 2>&1
+  cat /tmp/gpuout/lane_accuracy.log; tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
+elif [[ ${SET:-} == final && $card == *H200* ]]; then  # an H200 for the last call: issue 11's set, then the lanes
   TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
     TRUSTED_LIMIT=$(( $(left) > 450 ? 200 : $(left) - 40 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
   lanes_runs "h200cold:1:1 h200:1:1"

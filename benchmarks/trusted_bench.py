@@ -111,6 +111,8 @@ def main() -> None:
                "block_overhead_estimates_ms": r.timings.get("block_overhead_estimates_ms"),
                "intercept_rel_ci95": r.timings.get("intercept_rel_ci95"),
                "intercept_gap_rel": r.timings.get("intercept_gap_rel"),
+               "calls_per_block": r.timings.get("calls_per_block"),
+               "calibration_calls": r.timings.get("calibration_calls"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),

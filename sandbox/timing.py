@@ -428,10 +428,10 @@ class BlockCalibration:
 
         Why: under lanes a block has few calls (23 at full size: 2 against 5 with one lane; an estimate at two calls
         is 2 T_1 - T_2), and on an H100 (stop 50, three lanes) the honest 23 was paid 0.847-1.052x, 1.00x alone,
-        while each evaluation reported an interval of 4-8% and the gap read 16-24% in three of four. Both are 0 with
-        one slot (no estimates) or no per-call time."""
+        while each evaluation reported an interval of 4-8% and the gap read 16-24% in three of four. Both are 0
+        without estimates (one slot and nothing to cycle: :func:`calibration_calls`) or without a per-call time."""
         measured = {k: v for k, v in self.estimates.items() if v}
-        if n < 2 or not measured or cand_s <= 0 or best_s <= 0:
+        if n < 1 or not measured or cand_s <= 0 or best_s <= 0:
             return 0.0, 0.0
         least = min(measured, key=self.side_s)
         half = 1.96 * math.hypot(self.side_se(least) / (n * cand_s), self.side_se(best) / (n * best_s))
@@ -445,12 +445,14 @@ class BlockCalibration:
         measured = [self.side_s(k) for k, v in self.estimates.items() if v]
         return min(measured) if measured else self.fence_s
 
-    def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int) -> float:
+    def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int, m: int | None = None) -> float:
         """One estimate for each of the ``trusted`` leases (name -> lease), whose blocks of ``n`` calls took
         ``per_call`` seconds a call this round (as timed; their inputs still in place, their executors held): its
-        one-call block timed now. With one slot, the fence's cost measured again instead. Leaves the executors
-        held; returns the candidate's figure."""
-        if n < 2:
+        one-call block timed now, against its block of ``m`` calls (:func:`calibration_calls`): the round's own
+        where ``m`` is ``n``, else one more block timed now that cycles over the ``n`` slots. With ``m`` under 2,
+        the fence's cost measured again instead. Leaves the executors held; returns the candidate's figure."""
+        m = n if m is None else m
+        if m < 2:
             lease = trusted[min(trusted, key=lambda k: per_call[k])]
             self.fence_s = min(self.fence_s, fence_overhead(lease, fence, repeats=1))
             fence.hold(lease.proc, 10.0)
@@ -459,5 +461,31 @@ class BlockCalibration:
             flush_l2(device)
             fence.release(lease.proc)
             one = time_block(lease, fence, deadline, 60.0, slots=[0])
-            self.estimates.setdefault(name, []).append(max(0.0, (n * one - n * per_call[name]) / (n - 1)))
+            long = per_call[name]
+            if m != n:
+                flush_l2(device)
+                fence.release(lease.proc)
+                long = time_block(lease, fence, deadline, 60.0, slots=[k % n for k in range(m)])
+            self.estimates.setdefault(name, []).append(max(0.0, m * (one - long) / (m - 1)))
         return self.overhead_s
+
+
+CALIBRATION_CALLS = 6  # the least calls in the calibration's long block where its slots can be cycled
+
+
+def calibration_calls(n: int, slot_bytes: int, l2_bytes: int) -> int:
+    """The calls of a trusted side's long calibration block (:meth:`BlockCalibration.measure`), for blocks of ``n``
+    calls over slots of ``slot_bytes`` of inputs each: ``n`` (the round's own block), or :data:`CALIBRATION_CALLS`
+    cycling over the ``n`` slots where there are fewer and they together hold at least twice the L2
+    (``l2_bytes``), so that a slot's inputs are evicted before its next call as surely as in a block of fresh
+    slots. Only a trusted side may repeat a slot in a block: it has no cache keyed by its inputs, and a
+    candidate's block repeats none (a repeated slot would let it return its last output).
+
+    Why: the estimate ``(m T_1 - T_m) / (m - 1)`` is the difference of two noisy blocks, its noise about
+    ``sqrt(m^2 + 1) / (m - 1)`` times a block's, 2.2 at ``m`` = 2 and 1.2 at 6. Under three lanes a lane's lend
+    share leaves few slots (H100, stop 50, 23 at full size: 2 calls a block against 5 alone), and there the
+    removed intercepts spread the honest 23 over 0.847-1.052x (1.00x alone), with ``intercept_rel_ci95`` at 11-23%
+    (3-5% alone). With one slot there was no estimate at all, only the fence's cost."""
+    if n >= CALIBRATION_CALLS or n * slot_bytes < 2 * l2_bytes:
+        return n
+    return CALIBRATION_CALLS

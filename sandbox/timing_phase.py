@@ -18,13 +18,13 @@ import time
 import torch
 
 from kbenv.rewards import checks as C
-from kbenv.sandbox import gpustate
+from kbenv.sandbox import gpustate, memplan
 from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
-from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan, flush_l2, settling,
-                                  speedup, time_block)
+from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan,
+                                  calibration_calls, flush_l2, settling, speedup, time_block)
 
 
 def _finite(x: float) -> float | None:
@@ -106,8 +106,10 @@ class TimingPhase:
         plan: TimingPlan = sup.timing_plan
         deadline = Deadline("timing", sup.limits["timing_s"])
         n = len(self.layout.slots)
-        # the fixed cost per block removed from every side's blocks, measured on trusted processes only
+        # the fixed cost per block removed from every side's blocks, measured on trusted processes only, each
+        # estimate against a trusted block of m calls (a few slots: cycled over them, timing.calibration_calls)
         calib = BlockCalibration(sup.baselines.overhead_s)
+        m = calibration_calls(n, self.layout.slot_bytes, memplan.l2_bytes(self.device))
         cand = Series("candidate", calls=n, overhead_s=calib.overhead_s)
         series = {name: Series(name, calls=n, overhead_s=calib.side_s(name)) for name in bases}
         replay: list = []
@@ -159,7 +161,7 @@ class TimingPhase:
                     # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); never
                     # on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
-                        calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n)
+                        calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
                     cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
                     for name, s in series.items():
                         s.overhead_s = calib.side_s(name)
@@ -184,7 +186,7 @@ class TimingPhase:
                         "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
                        "budget_s": plan.budget_s, "stopped_by": stopped_by,
-                       "calls_per_block": n,
+                       "calls_per_block": n, "calibration_calls": m,
                        # removed from the candidate's blocks (BlockCalibration: the least trusted side's), and from
                        # each trusted side's own
                        "block_overhead_ms": round(1e3 * calib.overhead_s, 4),

@@ -28,15 +28,16 @@ class Clock:
 class Executor:
     """A lease whose block of ``len(ks)`` calls takes ``fixed_s + len(ks) * call_s`` on the fake clock."""
 
-    def __init__(self, clock: Clock, call_s: float, fixed_s: float, slots: int):
-        self.clock, self.call_s, self.fixed_s = clock, call_s, fixed_s
+    def __init__(self, clock: Clock, call_s: float, fixed_s: float, slots: int, jitter=None):
+        self.clock, self.call_s, self.fixed_s, self.jitter = clock, call_s, fixed_s, jitter
         self.layout = types.SimpleNamespace(slots=[None] * slots)
         self.proc = types.SimpleNamespace(name=f"exec-{call_s}")
         self.blocks: list[list[int]] = []
 
     def call_block(self, ks, deadline):
         self.blocks.append(list(ks))
-        self.clock.now += self.fixed_s - FENCE_S + len(ks) * self.call_s
+        noise = abs(self.jitter.gauss(0.0, 0.1e-3)) if self.jitter else 0.0  # what disturbs a block adds time
+        self.clock.now += self.fixed_s - FENCE_S + len(ks) * self.call_s + noise
 
 
 class Fence:
@@ -63,14 +64,16 @@ def clock(monkeypatch):
     return c
 
 
-def evaluate(clock, slots: int, cand_fixed_s: float = 1.0e-3, rounds: int = 6, compile_fixed_s: float = 1.0e-3):
+def evaluate(clock, slots: int, cand_fixed_s: float = 1.0e-3, rounds: int = 6, compile_fixed_s: float = 1.0e-3,
+             m: int | None = None, jitter=None, scale: float = 1.0):
     """Paired rounds of a candidate (0.12 ms a call) and two baselines (0.18 and 0.30 ms a call), each block with
     a fixed 1 ms (the candidate's: ``cand_fixed_s``; torch.compile's: ``compile_fixed_s``); the calibration as the
-    timing phase runs it. Returns the speedup, the calibration and the trusted executors."""
+    timing phase runs it, its long block of ``m`` calls (default: the round's own). ``jitter``: a random.Random
+    adding noise to every block; ``scale``: the calls' times scaled by it. Returns the speedup, the calibration and the trusted executors."""
     fence = Fence(clock)
-    cand = Executor(clock, 0.12e-3, cand_fixed_s, slots)
-    bases = {"compile": Executor(clock, 0.18e-3, compile_fixed_s, slots),
-             "eager": Executor(clock, 0.30e-3, 1.0e-3, slots)}
+    cand = Executor(clock, 0.12e-3 * scale, cand_fixed_s, slots, jitter)
+    bases = {"compile": Executor(clock, 0.18e-3 * scale, compile_fixed_s, slots, jitter),
+             "eager": Executor(clock, 0.30e-3 * scale, 1.0e-3, slots, jitter)}
     calib = BlockCalibration(FENCE_S)
     sc, sb = Series("candidate", calls=slots), {k: Series(k, calls=slots) for k in bases}
     for r in range(rounds):
@@ -79,7 +82,7 @@ def evaluate(clock, slots: int, cand_fixed_s: float = 1.0e-3, rounds: int = 6, c
         sc.add(r, blocks["candidate"])
         for k in bases:
             sb[k].add(r, blocks[k])
-        sc.overhead_s = calib.measure(bases, blocks, fence, types.SimpleNamespace(type="cpu"), None, slots)
+        sc.overhead_s = calib.measure(bases, blocks, fence, types.SimpleNamespace(type="cpu"), None, slots, m)
         for k, s in sb.items():
             s.overhead_s = calib.side_s(k)
     return speedup(sc, sb), calib, cand, bases
@@ -186,7 +189,7 @@ def test_the_intercepts_uncertainty_grows_as_the_block_shrinks_and_the_gap_is_re
     of 2 calls, as under lanes, add 8 times what blocks of 16 do), and the gap between the compared baseline's own
     intercept and the least one, which is what the candidate's blocks had removed: 23 under three lanes on an H100
     (stop 50) had torch.compile at 1.29 ms and eager at 0.77 ms over 2 calls of about 1.1 ms, a gap of about 24%.
-    Nothing with one slot (the fence's cost removed, no estimates)."""
+    Nothing without estimates (one slot and nothing to cycle: the fence's cost removed)."""
     calib = BlockCalibration(FENCE_S)
     calib.estimates["eager"] = [0.7e-3, 0.9e-3, 0.6e-3, 0.8e-3, 0.77e-3, 0.85e-3]
     calib.estimates["compile"] = [1.2e-3, 1.4e-3, 1.3e-3, 1.1e-3, 1.29e-3, 1.45e-3]
@@ -196,7 +199,8 @@ def test_the_intercepts_uncertainty_grows_as_the_block_shrinks_and_the_gap_is_re
     assert gap2 == pytest.approx((calib.side_s("compile") - calib.side_s("eager")) / (2 * 1.1e-3))
     assert 0.15 < gap2 < 0.35 and gap16 == pytest.approx(gap2 / 8)
     assert calib.uncertainty("eager", 1.1e-3, 1.0e-3, 2)[1] == 0.0  # compared with the least side: no gap
-    assert calib.uncertainty("compile", 1.1e-3, 1.0e-3, 1) == (0.0, 0.0)
+    half1, gap1 = calib.uncertainty("compile", 1.1e-3, 1.0e-3, 1)  # one slot cycled (calibration_calls)
+    assert half1 == pytest.approx(2 * half2) and gap1 == pytest.approx(2 * gap2)
     assert BlockCalibration(FENCE_S).uncertainty("compile", 1.1e-3, 1.0e-3, 8) == (0.0, 0.0)
 
 
@@ -231,3 +235,51 @@ def test_settling_compares_a_sides_first_rounds_with_the_rest():
     steady = Series("candidate", raw_s=[0.9e-3] * 12)
     short = Series("eager", raw_s=[2.0e-3] * 7)
     assert settling([steady, slow_start, short]) == {"candidate": 1.0, "compile": 1.06}
+
+
+def test_with_few_slots_a_trusted_block_cycling_over_them_is_the_calibrations_long_block(clock):
+    """Two slots (a lane's share at full size, stop 50): each trusted side's estimate comes from its one-call block
+    and a block of 6 calls cycling over the two slots, and is exact; the candidate's blocks never repeat a slot."""
+    sp, calib, cand, bases = evaluate(clock, 2, m=6, scale=10)  # 1.2 ms calls: the 1 ms under half a block
+    assert all(b == [0, 1] for b in cand.blocks)
+    for b in bases.values():
+        extra = [x for x in b.blocks if x != [0, 1]]
+        assert extra == [[0], [0, 1, 0, 1, 0, 1]] * 6  # per calibrated round: the one-call block, the long one
+    assert calib.side_s("compile") == pytest.approx(1.0e-3) and calib.overhead_s == pytest.approx(1.0e-3)
+    assert sp.ratio == pytest.approx(0.18 / 0.12)
+
+
+def test_one_slot_cycled_gives_an_intercept_where_the_fence_cost_alone_was_removed(clock):
+    """One slot holding over twice the L2: six calls of it make the long block, so the block's fixed cost is
+    known; the fence's cost alone (what was removed before) leaves 0.85 ms in every side's one-call block."""
+    sp, calib, _, _ = evaluate(clock, 1, m=6, scale=10)
+    assert calib.overhead_s == pytest.approx(1.0e-3)
+    assert sp.ratio == pytest.approx(0.18 / 0.12)
+    fence_only, _, _, _ = evaluate(clock, 1, scale=10)
+    assert fence_only.ratio == pytest.approx((1.8 + 0.85) / (1.2 + 0.85))
+
+
+def test_a_longer_calibration_block_makes_a_less_noisy_intercept(clock):
+    """The estimate is the difference of two noisy blocks: at two calls ``2 T_1 - T_2``, its noise about 2.2 times
+    a block's; against a block of 6 calls about 1.2 times. Over 40 seeded phases of 2 slots, the figure removed
+    spreads at most 0.7 times as much with the cycled block as with the round's own."""
+    import random
+    import statistics
+
+    def spread(m):
+        rng = random.Random(7)
+        return statistics.pstdev(evaluate(clock, 2, m=m, rounds=10, jitter=rng, scale=10)[1].side_s("compile")
+                                 for _ in range(40))
+    assert spread(6) < 0.7 * spread(2)
+
+
+@pytest.mark.parametrize("n, slot_bytes, l2, want", [
+    (2, 4 << 30, 50 << 20, 6),    # a lane's two slots of a full-size problem: cycled
+    (1, 4 << 30, 50 << 20, 6),    # one slot: cycled (an intercept where there was none)
+    (5, 1 << 30, 50 << 20, 6),    # one lane's five
+    (6, 1 << 30, 50 << 20, 6),    # enough calls: the round's own block
+    (16, 64 << 20, 50 << 20, 16),
+    (3, 10 << 20, 50 << 20, 3),   # slots together under twice the L2: a repeated slot could be read warm
+])
+def test_which_long_block_the_calibration_uses(n, slot_bytes, l2, want):
+    assert timing.calibration_calls(n, slot_bytes, l2) == want

@@ -474,17 +474,17 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
     probed = []
     real = BlockCalibration.measure
 
-    def spy(self, trusted, per_call, fence, device, deadline, n):
+    def spy(self, trusted, per_call, fence, device, deadline, n, m=None):
         probed.extend(lease.proc.trusted for lease in trusted.values())
-        return real(self, trusted, per_call, fence, device, deadline, n)
+        return real(self, trusted, per_call, fence, device, deadline, n, m)
     monkeypatch.setattr(BlockCalibration, "measure", spy)
     sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
     try:
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         assert probed and all(probed)  # trusted executors only
-        n = r.timings["calls_per_block"]
-        assert (len(r.timings["block_overhead_estimates_ms"]) > 0) == (n > 1)
+        n, m = r.timings["calls_per_block"], r.timings["calibration_calls"]
+        assert m >= n and (len(r.timings["block_overhead_estimates_ms"]) > 0) == (m > 1)
         # what the removed intercepts add (their noise, and the gap), reported with every timed result
         t = r.timings
         assert t["intercept_rel_ci95"] >= 0 and t["intercept_gap_rel"] >= 0, t
