@@ -470,13 +470,14 @@ class BlockCalibration:
         return self.overhead_s
 
 
-CALIBRATION_CALLS = 6  # the least calls in the calibration's long block where its slots can be cycled
+CALIBRATION_CALLS = 6  # the calls of the calibration's long block where its slots are cycled
+FEW_CALLS = 3  # blocks of at most this many calls have their slots cycled for it
 
 
 def calibration_calls(n: int, slot_bytes: int, l2_bytes: int) -> int:
     """The calls of a trusted side's long calibration block (:meth:`BlockCalibration.measure`), for blocks of ``n``
     calls over slots of ``slot_bytes`` of inputs each: ``n`` (the round's own block), or :data:`CALIBRATION_CALLS`
-    cycling over the ``n`` slots where there are fewer and they together hold at least twice the L2
+    cycling over the ``n`` slots where there are :data:`FEW_CALLS` or fewer and they together hold at least twice the L2
     (``l2_bytes``), so that a slot's inputs are evicted before its next call as surely as in a block of fresh
     slots. Only a trusted side may repeat a slot in a block: it has no cache keyed by its inputs, and a
     candidate's block repeats none (a repeated slot would let it return its last output).
@@ -485,7 +486,10 @@ def calibration_calls(n: int, slot_bytes: int, l2_bytes: int) -> int:
     ``sqrt(m^2 + 1) / (m - 1)`` times a block's, 2.2 at ``m`` = 2 and 1.2 at 6. Under three lanes a lane's lend
     share leaves few slots (H100, stop 50, 23 at full size: 2 calls a block against 5 alone), and there the
     removed intercepts spread the honest 23 over 0.847-1.052x (1.00x alone), with ``intercept_rel_ci95`` at 11-23%
-    (3-5% alone). With one slot there was no estimate at all, only the fence's cost."""
-    if n >= CALIBRATION_CALLS or n * slot_bytes < 2 * l2_bytes:
+    (3-5% alone). With one slot there was no estimate at all, only the fence's cost. Not above three calls: the
+    cycled block is timed on top of the round's (6 calls per trusted side per calibration; 23 at full size takes
+    milliseconds a call, and the rounds that decide the ratio share the budget), for a gain that falls fast
+    (1.6 at three calls, 1.3 at five)."""
+    if n > FEW_CALLS or n * slot_bytes < 2 * l2_bytes:
         return n
     return CALIBRATION_CALLS

@@ -276,8 +276,8 @@ def test_a_longer_calibration_block_makes_a_less_noisy_intercept(clock):
 @pytest.mark.parametrize("n, slot_bytes, l2, want", [
     (2, 4 << 30, 50 << 20, 6),    # a lane's two slots of a full-size problem: cycled
     (1, 4 << 30, 50 << 20, 6),    # one slot: cycled (an intercept where there was none)
-    (5, 1 << 30, 50 << 20, 6),    # one lane's five
-    (6, 1 << 30, 50 << 20, 6),    # enough calls: the round's own block
+    (3, 2 << 30, 50 << 20, 6),
+    (4, 1 << 30, 50 << 20, 4),    # enough calls: the round's own block (one lane's 23 has five)
     (16, 64 << 20, 50 << 20, 16),
     (3, 10 << 20, 50 << 20, 3),   # slots together under twice the L2: a repeated slot could be read warm
 ])
