@@ -395,6 +395,27 @@ def test_the_larger_lend_is_taken_only_where_the_plan_has_room_for_it(monkeypatc
     assert M.plan("kernelbench/level1/100", "medium", None, 22 * GiB, 1, host_budget=1 << 50).lend_share == 8
 
 
+def test_a_lanes_budget_lends_a_quarter_where_that_gives_more_slots_and_keeps_the_rest(monkeypatch):
+    """Under lanes a lane's budget is the device's over the lanes, and 1/8 of it gave blocks of few calls (H100, stop
+    50, three lanes: 23 two calls against five alone, paid 0.847-1.052x for 1.00x). 1/4 is lent where its plan lends
+    more slots and keeps what 1/8 keeps: an H200's third gives 23 at ``medium`` five slots (three at 1/8) and dlrm/2
+    32 at full; on an H100's third 88 at full keeps 1/8, because 1/4 would cost it the decoy's room; with one lane
+    both shares reach the 8 GiB cap, so 1/8 stays."""
+    monkeypatch.delenv("KBENV_LEND_SHARE", raising=False)
+    h200, h100 = 139 * GiB // 3, 79 * GiB // 3
+    kw = dict(host_budget=1 << 50, l2_bytes=50 << 20)
+    p = M.plan("kernelbench/level1/23", "medium", None, h200, 1, **kw)
+    eighth = M._plan("kernelbench/level1/23", "medium", None, h200, 1, share=8, **kw)
+    assert p.lend_share == M.LEND_SHARE_WIDE and p.n_slots == 5 and eighth.n_slots == 3
+    assert p.fits and p.decoy_room
+    assert M.plan("dlrm/2", "full", None, h200, 1, **kw).n_slots == 32
+    kept = M.plan("kernelbench/level1/88", "full", None, h100, 1, **kw)
+    wide = M._plan("kernelbench/level1/88", "full", None, h100, 1, share=M.LEND_SHARE_WIDE, **kw)
+    assert kept.lend_share == 8 and kept.decoy_room and wide.n_slots > kept.n_slots and not wide.decoy_room
+    alone = M.plan("kernelbench/level1/23", "medium", None, 139 * GiB, 1, **kw)
+    assert alone.lend_share == 8 and alone.n_slots == 5
+
+
 def test_preflight_keeps_the_most_spares_that_fit_and_refuses_only_without_any(monkeypatch):
     """A spare executor only saves start-up time: a plan that fits with fewer spares than the supervisor would
     like gets fewer (and the supervisor keeps that many); the refusal reports what the size needs with none."""
