@@ -28,10 +28,34 @@ def suite_pool(ray_cluster, cache_dir):
     pool.close()
 
 
+GOOD = KnownGoodPolicy()
+
+
+def _good_request(pid: str) -> EvalRequest:
+    reply = GOOD.act({"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""})
+    return EvalRequest(problem=pid, candidate=extract_code(reply), size=SIZE)
+
+
 @pytest.fixture(scope="module")
-def results(suite_pool):
-    reqs = [EvalRequest(problem=c.problem_id, candidate=c.source, size=SIZE, precision=c.precision) for c in CASES]
-    return dict(zip([c.id for c in CASES], suite_pool.evaluate_many(reqs)))
+def evaluated(suite_pool):
+    """Every known-bad and known-good candidate, evaluated once through the actor, one problem after another (each
+    problem's known-good kernel after its known-bad ones): the evaluator builds each problem's references and
+    baselines once, where a pass over the known-bad candidates and then one over the known-good kernels built them
+    twice. Returns (known-bad results by case id, known-good results by problem id)."""
+    reqs = [(("bad", c.id), EvalRequest(problem=c.problem_id, candidate=c.source, size=SIZE, precision=c.precision))
+            for c in CASES]
+    reqs += [(("good", pid), _good_request(pid)) for pid in GOOD.problems()]
+    order = list(dict.fromkeys(req.problem for _, req in reqs))
+    reqs.sort(key=lambda kr: order.index(kr[1].problem))  # stable: within a problem, the known-bad ones first
+    out: dict = {"bad": {}, "good": {}}
+    for (kind, key), res in zip([k for k, _ in reqs], suite_pool.evaluate_many([r for _, r in reqs])):
+        out[kind][key] = res
+    return out["bad"], out["good"]
+
+
+@pytest.fixture(scope="module")
+def results(evaluated):
+    return evaluated[0]
 
 
 def test_suite_is_not_empty():
@@ -49,16 +73,9 @@ def test_known_bad(case, results):
     assert case_ok(case, r, DEVICE), (case.expected_on(DEVICE), r.verdict, r.category, r.reward, r.reason, r.error)
 
 
-GOOD = KnownGoodPolicy()
-
-
 @pytest.fixture(scope="module")
-def good_results(suite_pool):
-    pids = GOOD.problems()
-    reqs = [EvalRequest(problem=pid, candidate=extract_code(GOOD.act({"problem_id": pid, "prompt": "", "system": "",
-                                                                      "turn": 0, "feedback": ""})), size=SIZE)
-            for pid in pids]
-    return dict(zip(pids, suite_pool.evaluate_many(reqs)))
+def good_results(evaluated):
+    return evaluated[1]
 
 
 @pytest.mark.parametrize("pid", GOOD.problems())
