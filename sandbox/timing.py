@@ -391,6 +391,7 @@ class BlockCalibration:
     def __init__(self, fence_s: float):
         self.fence_s = fence_s  # the least fence cost measured so far (blocks of one call)
         self.estimates: dict[str, list[float]] = {}  # trusted side -> its estimates, in the order taken
+        self.long_calls: dict[str, int] = {}  # trusted side -> the calls of its latest estimate's longer block
 
     def side_s(self, name: str) -> float:
         """What is removed from the trusted side ``name``'s blocks: the median of the later half of its estimates
@@ -448,9 +449,10 @@ class BlockCalibration:
     def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int, m: int | None = None) -> float:
         """One estimate for each of the ``trusted`` leases (name -> lease), whose blocks of ``n`` calls took
         ``per_call`` seconds a call this round (as timed; their inputs still in place, their executors held): its
-        one-call block timed now, against its block of ``m`` calls (:func:`calibration_calls`): the round's own
-        where ``m`` is ``n``, else one more block timed now that cycles over the ``n`` slots. With ``m`` under 2,
-        the fence's cost measured again instead. Leaves the executors held; returns the candidate's figure."""
+        one-call block timed now, against a longer block: the round's own where ``m`` is ``n``, else one timed now
+        that cycles over the ``n`` slots, of up to ``m`` calls (:func:`calibration_calls`) and about
+        :data:`CYCLED_BLOCK_S` of the side's calls (:func:`cycled_calls`). With ``m`` under 2, the fence's cost
+        measured again instead. Leaves the executors held; returns the candidate's figure."""
         m = n if m is None else m
         if m < 2:
             lease = trusted[min(trusted, key=lambda k: per_call[k])]
@@ -461,17 +463,30 @@ class BlockCalibration:
             flush_l2(device)
             fence.release(lease.proc)
             one = time_block(lease, fence, deadline, 60.0, slots=[0])
-            long = per_call[name]
-            if m != n:
+            k, long = n, per_call[name]
+            if m != n and (k := cycled_calls(m, n, per_call[name])) != n:
                 flush_l2(device)
                 fence.release(lease.proc)
-                long = time_block(lease, fence, deadline, 60.0, slots=[k % n for k in range(m)])
-            self.estimates.setdefault(name, []).append(max(0.0, m * (one - long) / (m - 1)))
+                long = time_block(lease, fence, deadline, 60.0, slots=[j % n for j in range(k)])
+            self.long_calls[name] = k
+            self.estimates.setdefault(name, []).append(max(0.0, k * (one - long) / (k - 1)))
         return self.overhead_s
 
 
-CALIBRATION_CALLS = 6  # the calls of the calibration's long block where its slots are cycled
+CALIBRATION_CALLS = 6  # the most calls of the calibration's long block where its slots are cycled
 FEW_CALLS = 3  # blocks of at most this many calls have their slots cycled for it
+CYCLED_BLOCK_S = 0.010  # about how long a cycled block's calls take, at most
+
+
+def cycled_calls(m: int, n: int, per_call_s: float) -> int:
+    """The calls of a cycled calibration block for a side whose calls take ``per_call_s``: up to ``m``, as many as
+    take about :data:`CYCLED_BLOCK_S`, and never fewer than ``n`` (then the round's own block serves) nor than 2.
+    Why a cap by time: the intercept matters where a block's calls are short beside it (about 1 ms a block); where
+    they are long it is a small part of the block, and the cycled block costs the budget that decides the ratio.
+    H200, stop 51, 23 at full size with one lane (2 slots, 5 ms a call): six-call blocks took 0.62-0.75 s of each
+    3 s timing phase, for an intercept that was 11% of a block."""
+    fit = int(CYCLED_BLOCK_S / per_call_s + 1e-6) if per_call_s > 0 else m
+    return max(n, 2, min(m, fit))
 
 
 def calibration_calls(n: int, slot_bytes: int, l2_bytes: int) -> int:

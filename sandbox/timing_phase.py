@@ -186,7 +186,8 @@ class TimingPhase:
                         "paired": True, **{f"{s.name}_ms": s.median_ms for s in series.values()}}
         res.timings = {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "rounds": rounds,
                        "budget_s": plan.budget_s, "stopped_by": stopped_by,
-                       "calls_per_block": n, "calibration_calls": m,
+                       # the longest block a calibration timed, in calls (cycled over the slots where they are few)
+                       "calls_per_block": n, "calibration_calls": max(calib.long_calls.values(), default=n),
                        # removed from the candidate's blocks (BlockCalibration: the least trusted side's), and from
                        # each trusted side's own
                        "block_overhead_ms": round(1e3 * calib.overhead_s, 4),

@@ -240,13 +240,26 @@ def test_settling_compares_a_sides_first_rounds_with_the_rest():
 def test_with_few_slots_a_trusted_block_cycling_over_them_is_the_calibrations_long_block(clock):
     """Two slots (a lane's share at full size, stop 50): each trusted side's estimate comes from its one-call block
     and a block of 6 calls cycling over the two slots, and is exact; the candidate's blocks never repeat a slot."""
-    sp, calib, cand, bases = evaluate(clock, 2, m=6, scale=10)  # 1.2 ms calls: the 1 ms under half a block
+    sp, calib, cand, bases = evaluate(clock, 2, m=6, scale=5)  # 0.6-1.5 ms calls: the 1 ms under half a block
     assert all(b == [0, 1] for b in cand.blocks)
-    for b in bases.values():
-        extra = [x for x in b.blocks if x != [0, 1]]
-        assert extra == [[0], [0, 1, 0, 1, 0, 1]] * 6  # per calibrated round: the one-call block, the long one
+    # per calibrated round: the one-call block, then the cycled one, as many calls as take about 10 ms as timed
+    # (torch.compile 1.4 ms a call with the intercept: 6; eager 2.0 ms: 5)
+    assert [x for x in bases["compile"].blocks if x != [0, 1]] == [[0], [0, 1, 0, 1, 0, 1]] * 6
+    assert [x for x in bases["eager"].blocks if x != [0, 1]] == [[0], [0, 1, 0, 1, 0]] * 6
+    assert calib.long_calls == {"compile": 6, "eager": 5}
     assert calib.side_s("compile") == pytest.approx(1.0e-3) and calib.overhead_s == pytest.approx(1.0e-3)
     assert sp.ratio == pytest.approx(0.18 / 0.12)
+
+
+def test_long_calls_keep_the_rounds_own_block_for_the_calibration(clock):
+    """Where a side's calls are long (H200, stop 51: 23 at full size, 2 slots of 5 ms calls, six-call blocks took a
+    quarter of each timing phase), the cycled block stops at about 10 ms of calls: here 5 and 8 ms calls, so the
+    round's own two-call block serves, and the estimate is still exact."""
+    _, calib, _, bases = evaluate(clock, 2, m=6, scale=40)
+    for b in bases.values():
+        assert [x for x in b.blocks if x != [0, 1]] == [[0]] * 6
+    assert calib.long_calls == {"compile": 2, "eager": 2} and calib.overhead_s == pytest.approx(1.0e-3)
+    assert [timing.cycled_calls(6, 1, s) for s in (1e-3, 4e-3, 30e-3)] == [6, 2, 2]  # one slot: at least two
 
 
 def test_one_slot_cycled_gives_an_intercept_where_the_fence_cost_alone_was_removed(clock):
