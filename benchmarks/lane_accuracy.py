@@ -7,7 +7,8 @@ rollout records (``kbenv export``; under ``--lanes``, several episodes per probl
 run makes). Printed per problem and source: the evaluations, their speedups' range, mean and coefficient of
 variation, the calls per timed block and per calibration block (``timing.calibration_calls``), and the removed
 intercepts' reported noise and gap (``timings.intercept_rel_ci95``, ``intercept_gap_rel``) with the intercept removed
-by side. Figures only: it decides nothing.
+by side, and the speedups had the candidate's own intercept, clamped, been removed (``speedup_own_intercept``).
+Figures only: it decides nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Row:
     intercept_ci: float | None
     intercept_gap: float | None
     by_side_ms: dict
+    own: float | None = None  # the speedup with the candidate's own intercept, clamped (reported only)
 
 
 def from_trusted(path: str) -> dict[str, list[Row]]:
@@ -36,7 +38,8 @@ def from_trusted(path: str) -> dict[str, list[Row]]:
             if r.get("verdict") == "pass" and r.get("speedup"):
                 out.setdefault(pid, []).append(Row(r["speedup"], r.get("calls_per_block") or r.get("slots"),
                                                    r.get("calibration_calls"), r.get("intercept_rel_ci95"),
-                                                   r.get("intercept_gap_rel"), r.get("block_overhead_by_side_ms") or {}))
+                                                   r.get("intercept_gap_rel"), r.get("block_overhead_by_side_ms") or {},
+                                                   r.get("speedup_own_intercept")))
     return out
 
 
@@ -48,7 +51,8 @@ def from_records(path: str) -> dict[str, list[Row]]:
         if r.get("verdict") == "pass" and r.get("speedup"):
             out.setdefault(r["problem"], []).append(Row(r["speedup"], t.get("calls_per_block"), t.get("calibration_calls"),
                                                         t.get("intercept_rel_ci95"), t.get("intercept_gap_rel"),
-                                                        t.get("block_overhead_by_side_ms") or {}))
+                                                        t.get("block_overhead_by_side_ms") or {},
+                                                        t.get("speedup_own_intercept")))
     return out
 
 
@@ -64,7 +68,10 @@ def show(source: str, rows: dict[str, list[Row]]) -> None:
         cv = statistics.stdev(s) / mean if len(s) > 1 else float("nan")
         sides = sorted({k for r in rs for k in r.by_side_ms})
         by_side = ", ".join(f"{k} {span(r.by_side_ms.get(k) for r in rs)} ms" for k in sides)
-        print(f"{pid:24s} {source:10s} n={len(s)} {min(s):.3f}-{max(s):.3f}x mean {mean:.3f} CV {100 * cv:.2f}% "
+        own = [r.own for r in rs if r.own]
+        own_txt = (f" | own intercept {min(own):.3f}-{max(own):.3f}x CV "
+                   f"{100 * statistics.stdev(own) / statistics.fmean(own):.2f}%") if len(own) > 1 else ""
+        print(f"{pid:24s} {source:10s} n={len(s)} {min(s):.3f}-{max(s):.3f}x mean {mean:.3f} CV {100 * cv:.2f}%{own_txt} "
               f"calls {span(r.calls for r in rs)} calib {span(r.calibration_calls for r in rs)} "
               f"intercept_ci {span(r.intercept_ci for r in rs)} gap {span(r.intercept_gap for r in rs)} | {by_side}")
 

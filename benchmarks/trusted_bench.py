@@ -113,6 +113,8 @@ def main() -> None:
                "intercept_gap_rel": r.timings.get("intercept_gap_rel"),
                "calls_per_block": r.timings.get("calls_per_block"),
                "calibration_calls": r.timings.get("calibration_calls"),
+               "own_intercept_estimates_ms": r.timings.get("own_intercept_estimates_ms"),
+               "speedup_own_intercept": r.timings.get("speedup_own_intercept"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),

@@ -392,6 +392,7 @@ class BlockCalibration:
         self.fence_s = fence_s  # the least fence cost measured so far (blocks of one call)
         self.estimates: dict[str, list[float]] = {}  # trusted side -> its estimates, in the order taken
         self.long_calls: dict[str, int] = {}  # trusted side -> the calls of its latest estimate's longer block
+        self.own: list[float] = []  # the candidate's own estimates (reported, never removed: measure_own)
 
     def side_s(self, name: str) -> float:
         """What is removed from the trusted side ``name``'s blocks: the median of the later half of its estimates
@@ -445,6 +446,28 @@ class BlockCalibration:
         before any estimate)."""
         measured = [self.side_s(k) for k, v in self.estimates.items() if v]
         return min(measured) if measured else self.fence_s
+
+    def measure_own(self, lease, per_call_s: float, fence, device, deadline, hold_timeout_s: float, n: int) -> None:
+        """The candidate's own intercept, estimated as a trusted side's is (its one-call block against the round's
+        block of ``n``), for the report only: what :meth:`own_clamped_s` would remove. Its executor can tell a
+        one-call block from a full one and shape it, which is why nothing of it is removed from its blocks today;
+        clamped to the trusted sides' range, the most a shaped estimate could earn is that range over ``n`` (the
+        gap :meth:`uncertainty` reports). A failure here is the candidate's, as in its own blocks."""
+        if n < 2:
+            return
+        flush_l2(device)
+        fence.release(lease.proc)
+        one = time_block(lease, fence, deadline, hold_timeout_s, slots=[0])
+        self.own.append(max(0.0, n * (one - per_call_s) / (n - 1)))
+
+    def own_clamped_s(self) -> float | None:
+        """The candidate's own intercept (the median of the later half of its estimates), clamped to the trusted
+        sides' figures; None before any estimate."""
+        measured = [self.side_s(k) for k, v in self.estimates.items() if v]
+        if not self.own or not measured:
+            return None
+        own = statistics.median(self.own[len(self.own) // 2:])
+        return min(max(own, min(measured)), max(measured))
 
     def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int, m: int | None = None) -> float:
         """One estimate for each of the ``trusted`` leases (name -> lease), whose blocks of ``n`` calls took

@@ -162,6 +162,9 @@ class TimingPhase:
                     # on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
                         calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
+                    with split("block_calibration"):  # the candidate's own, reported only (its faults are its own)
+                        calib.measure_own(self.lease, blocks["candidate"], sup.fence, self.device, deadline,
+                                          max(deadline.at - time.monotonic(), 1), n)
                     cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
                     for name, s in series.items():
                         s.overhead_s = calib.side_s(name)
@@ -179,6 +182,10 @@ class TimingPhase:
             self.ev._tick("timing", t0)
         sp = speedup(cand, series)
         best = series[sp.best]
+        # reported only: the speedup had the candidate's own intercept, clamped to the trusted range, been removed
+        own = calib.own_clamped_s()
+        own_sp = (speedup(Series("candidate", list(cand.raw_s), n, own, list(cand.rounds)), series)
+                  if own is not None else None)
         # the removed intercepts: their noise (beside the interval), and how far they may understate the candidate
         intercept_ci, intercept_gap = calib.uncertainty(sp.best, cand.typical[0], best.typical[0], n)
         floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, *self.ev.official_spec)
@@ -201,6 +208,8 @@ class TimingPhase:
                        # null where too few rounds bound them (the CPU's two): a record is strict JSON
                        "speedup_rel_ci95": _finite(sp.rel_ci95), "paired_rel_ci95": _finite(sp.paired_rel_ci95),
                        "intercept_rel_ci95": round(intercept_ci, 4), "intercept_gap_rel": round(intercept_gap, 4),
+                       "own_intercept_estimates_ms": [round(1e3 * c, 4) for c in calib.own],
+                       "speedup_own_intercept": round(own_sp.ratio, 5) if own_sp is not None else None,
                        "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)

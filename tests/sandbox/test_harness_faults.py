@@ -488,6 +488,8 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
         # what the removed intercepts add (their noise, and the gap), reported with every timed result
         t = r.timings
         assert t["intercept_rel_ci95"] >= 0 and t["intercept_gap_rel"] >= 0, t
+        # the candidate's own intercept, reported only (BlockCalibration.measure_own)
+        assert len(t["own_intercept_estimates_ms"]) > 0 and t["speedup_own_intercept"] > 0, t
 
         def failing(self, *a, **k):
             raise CandidateFault("timeout", "the executor's GPU work did not end within 60 s of its reply")
@@ -495,6 +497,13 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
         with pytest.raises(BaselineError, match="calibration baseline failed"):
             sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         monkeypatch.setattr(BlockCalibration, "measure", real)
+        assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
+        # the candidate's own one-call block (measure_own) runs the candidate: its failure is the candidate's
+        real_own = BlockCalibration.measure_own
+        monkeypatch.setattr(BlockCalibration, "measure_own", failing)
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict != "pass" and r.category == "timeout", (r.verdict, r.category, r.reason)
+        monkeypatch.setattr(BlockCalibration, "measure_own", real_own)
         assert sup.evaluate(EvalRequest(problem=PID, candidate=GOOD)).verdict == "pass"
     finally:
         sup.close()
