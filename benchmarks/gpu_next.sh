@@ -5,6 +5,9 @@
 # H200, call 1: issue 11's repeatability (23, 88, 40, dlrm/2 at full size, 5 evaluations each), then issue 13's
 # 16-problem known-good rollout at three lanes, --timing-budget 1.5 (its first run warms the baselines). H200, call
 # 2: three lanes warm (the figure), four lanes, test_gpu.py, then the known-bad row 89:sleep_import under lanes.
+# SET=compare (stop 51): the repeatability set with one lane, then GRPO's shape under three lanes, on one host, with
+# benchmarks/lane_accuracy.py comparing them (and, since b75025c, what the candidate's own clamped intercept would pay:
+# the next call to make, to choose the candidate's intercept rule).
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
