@@ -158,8 +158,8 @@ class TimingPhase:
                     if counted >= 0:
                         (cand if name == "candidate" else series[name]).add(counted, per_call)
                 if self._calibrates(plan, r):  # the block's fixed cost again, under this
-                    # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); never
-                    # on the candidate's executor
+                    # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); what is
+                    # removed is never measured on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
                         calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
                     with split("block_calibration"):  # the candidate's own, reported only (its faults are its own)
@@ -209,7 +209,7 @@ class TimingPhase:
                        "speedup_rel_ci95": _finite(sp.rel_ci95), "paired_rel_ci95": _finite(sp.paired_rel_ci95),
                        "intercept_rel_ci95": round(intercept_ci, 4), "intercept_gap_rel": round(intercept_gap, 4),
                        "own_intercept_estimates_ms": [round(1e3 * c, 4) for c in calib.own],
-                       "speedup_own_intercept": round(own_sp.ratio, 5) if own_sp is not None else None,
+                       "speedup_own_intercept": _finite(round(own_sp.ratio, 5)) if own_sp is not None else None,
                        "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)
