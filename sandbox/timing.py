@@ -402,7 +402,7 @@ class BlockCalibration:
         est = self.estimates.get(name)
         if not est:
             return self.fence_s
-        return statistics.median(est[len(est) // 2:])
+        return settled(est)
 
     def side_se(self, name: str) -> float:
         """The standard error of :meth:`side_s` (0 with fewer than three estimates in its later half): their spread as
@@ -458,7 +458,7 @@ class BlockCalibration:
         flush_l2(device)
         fence.release(lease.proc)
         one = time_block(lease, fence, deadline, hold_timeout_s, slots=[0])
-        self.own.append(max(0.0, n * (one - per_call_s) / (n - 1)))
+        self.own.append(intercept(n, one, per_call_s))
 
     def own_clamped_s(self) -> float | None:
         """The candidate's own intercept (the median of the later half of its estimates), clamped to the trusted
@@ -466,7 +466,7 @@ class BlockCalibration:
         measured = [self.side_s(k) for k, v in self.estimates.items() if v]
         if not self.own or not measured:
             return None
-        own = statistics.median(self.own[len(self.own) // 2:])
+        own = settled(self.own)
         return min(max(own, min(measured)), max(measured))
 
     def measure(self, trusted: dict, per_call: dict, fence, device, deadline, n: int, m: int | None = None) -> float:
@@ -492,8 +492,20 @@ class BlockCalibration:
                 fence.release(lease.proc)
                 long = time_block(lease, fence, deadline, 60.0, slots=[j % n for j in range(k)])
             self.long_calls[name] = k
-            self.estimates.setdefault(name, []).append(max(0.0, k * (one - long) / (k - 1)))
+            self.estimates.setdefault(name, []).append(intercept(k, one, long))
         return self.overhead_s
+
+
+def intercept(k: int, one_s: float, per_call_s: float) -> float:
+    """A block's fixed cost from a one-call block (``one_s``) and a block of ``k`` calls (``per_call_s`` a call):
+    ``(k T_1 - T_k) / (k - 1)``, never negative."""
+    return max(0.0, k * (one_s - per_call_s) / (k - 1))
+
+
+def settled(estimates: list[float]) -> float:
+    """The median of the later half of a phase's estimates (all of them up to two): its first rounds run
+    unsettled (:meth:`BlockCalibration.side_s`)."""
+    return statistics.median(estimates[len(estimates) // 2:])
 
 
 CALIBRATION_CALLS = 6  # the most calls of the calibration's long block where its slots are cycled
