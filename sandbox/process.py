@@ -250,7 +250,8 @@ class ExecutorProcess:
             raise wire.ChannelClosed(f"executor pipe closed: {e}") from e
 
     def recv(self, deadline: float) -> dict:
-        return wire.read_frame(self.fd_from, deadline)
+        """The executor's next frame: hostile data, refused above :data:`wire.MAX_REPLY` before it is unpacked."""
+        return wire.read_frame(self.fd_from, deadline, wire.MAX_REPLY)
 
     # -- signals --------------------------------------------------------------------------------------------
     def pids(self) -> list[int]:

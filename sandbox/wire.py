@@ -16,6 +16,12 @@ import msgpack
 import torch
 
 MAX_FRAME = 64 << 20  # frames carry slot offsets and short texts; tensors lie in lent memory
+# What an executor may send (``ExecutorProcess.recv``): hostile data, unpacked in the supervisor's own process, where
+# msgpack's one-byte empty containers become 56-72-byte Python objects. At MAX_FRAME a reply of empty maps took
+# 4.8 GB and 12 s of the supervisor's CPU (its GIL held; a 2-core VM) to unpack before any check could refuse it (known-bad
+# 19:reply_bomb); at this limit the worst is 19 MB and 23 ms. The largest honest reply, a dones frame of
+# memplan.MAX_SLOTS calls with four IPC claims each and a 4,000-character traceback, is about 18 KB.
+MAX_REPLY = 256 << 10
 
 DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
@@ -70,10 +76,11 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     return bytes(buf)
 
 
-def read_frame(fd: int, deadline: float | None = None) -> dict:
+def read_frame(fd: int, deadline: float | None = None, limit: int = MAX_FRAME) -> dict:
+    """One frame of at most ``limit`` bytes; a longer one is refused on its length, before it is read."""
     (n,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
-    if n > MAX_FRAME:
-        raise ChannelClosed(f"frame of {n} bytes exceeds the limit")
+    if n > limit:
+        raise ChannelClosed(f"frame of {n} bytes exceeds the limit of {limit}")
     try:
         obj = msgpack.unpackb(_read_exact(fd, n, deadline), raw=False, strict_map_key=True)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:

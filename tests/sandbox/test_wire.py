@@ -91,3 +91,51 @@ def test_a_frame_larger_than_the_pipe_goes_through_a_non_blocking_end_while_read
     assert got["frame"]["candidate_source"] == "x" * (1 << 20)
     os.close(r)
     os.close(w)
+
+
+def _executor_reading(r: int):
+    from pathlib import Path
+
+    from kbenv.sandbox import process
+    return process.ExecutorProcess(None, -1, r, -1, Path("/nonexistent"))
+
+
+def test_an_executors_frame_above_the_reply_limit_is_refused_on_its_length_before_it_is_read():
+    """A reply of one-byte empty maps costs the unpacking side ~72 bytes of Python objects per byte (known-bad
+    19:reply_bomb): the supervisor refuses one above MAX_REPLY from its 4-byte length, reading no more of it."""
+    import time
+    n = wire.MAX_REPLY
+    payload = b"\x82\xa4type\xa5reply\xa3pad\xdd" + struct.pack(">I", n) + b"\x80" * n
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    os.write(w, struct.pack(">I", len(payload)) + payload[:1000])  # the rest never needs to be sent
+    with pytest.raises(wire.ChannelClosed, match=f"exceeds the limit of {wire.MAX_REPLY}"):
+        _executor_reading(r).recv(time.monotonic() + 5)
+    assert len(os.read(r, 4096)) == 1000  # nothing past the length was read
+    os.close(r)
+    os.close(w)
+
+
+def test_the_largest_honest_reply_fits_the_reply_limit_with_room():
+    """A dones frame of the most slots a block has, four outputs left in place each, and the longest traceback an
+    executor sends (4,000 characters, each two bytes in UTF-8) as the last call's error."""
+    import threading
+    import time
+
+    import msgpack
+
+    from kbenv.sandbox.memplan import MAX_SLOTS
+    done = {"claims": [["ipc", b"h" * 64, (1 << 50) - 1]] * 4}
+    frame = {"type": "dones", "dones": [done] * (MAX_SLOTS - 1)
+             + [{"error": "\u00e9" * 4000, "category": "runtime", "where": "forward"}]}
+    assert len(msgpack.packb(frame, use_bin_type=True)) * 8 < wire.MAX_REPLY
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    got = {}
+    reader = threading.Thread(target=lambda: got.update(frame=_executor_reading(r).recv(time.monotonic() + 10)))
+    reader.start()
+    wire.write_frame(w, frame, time.monotonic() + 10)
+    reader.join(10)
+    assert got["frame"] == frame
+    os.close(r)
+    os.close(w)
