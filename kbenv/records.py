@@ -297,8 +297,9 @@ def make_record(
 
 
 def pack_texts(texts: Mapping[str, Any]) -> bytes:
-    """``texts`` as zlib-compressed UTF-8 JSON (what :data:`TEXTS_FIELD` holds)."""
-    return zlib.compress(json.dumps(dict(texts), ensure_ascii=False).encode("utf-8"), 6)
+    """``texts`` as zlib-compressed JSON (what :data:`TEXTS_FIELD` holds), ASCII with escapes, so that a reply holding a
+    lone surrogate (a model's JSON ``\\ud800`` decodes to one, and UTF-8 has none) is kept as it came."""
+    return zlib.compress(json.dumps(dict(texts)).encode("ascii"), 6)
 
 
 def record_texts(record: Mapping[str, Any]) -> dict:

@@ -25,6 +25,31 @@ CLAIMABLE = ("compile", "runtime", "oom", "crash", "timeout")
 MAX_TEXT = 4000
 
 
+# The most candidate source the supervisor takes (UTF-8 bytes). The supervisor parses it (the decoy's rewrite), and
+# a syntax tree costs about 1.1 GB and 8 s (GIL held) per MiB of one-token statements (``a\n`` repeated, on a 2-core
+# VM): a source at the 64 MiB frame limit would take the host's memory, and the supervisor with it. 128 KiB is 25
+# times the longest known-good kernel (5 KB) and about what a 32k-token reply holds; its tree costs at most about
+# 140 MB and 1 s.
+MAX_SOURCE_BYTES = 128 << 10
+
+
+def source_fault(source) -> str | None:
+    """Why a candidate's source cannot be taken at all (the candidate's ``compile`` failure, before the supervisor
+    parses, hashes or sends it), or None. Python source is UTF-8: a text with a lone surrogate (which a JSON
+    ``\\ud800`` escape in a model's reply decodes to) has none, and it made the supervisor raise (a harness fault
+    from candidate text)."""
+    if not isinstance(source, str):
+        return f"the candidate's source is not text ({type(source).__name__})"
+    try:
+        n = len(source.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        return f"the candidate's source is not valid Unicode text (a lone surrogate at character {e.start})"
+    if n > MAX_SOURCE_BYTES:
+        return (f"the candidate's source is {n} bytes, more than the {MAX_SOURCE_BYTES} ({MAX_SOURCE_BYTES >> 10} "
+                "KiB) a candidate may have")
+    return None
+
+
 class ProtocolViolation(Exception):
     """A frame from the executor that is not what the protocol allows (the candidate's ``crash``)."""
 

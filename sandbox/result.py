@@ -55,6 +55,12 @@ class EvalRequest:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
+def _sha256(source: str) -> str:
+    """The candidate's identity in records: its text's hash, lone surrogates included (``protocol.source_fault``
+    refuses such a source; the result still names it)."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclasses.dataclass
 class EvalResult:
     """The outcome of one evaluation; ``to_dict()`` is the msgpack/JSON record (docs/result-schema.md)."""
@@ -89,14 +95,14 @@ class EvalResult:
             import torch
             gpu = torch.cuda.get_device_name(device)
         return cls(problem=problem.id, family=problem.family, device=device.type, gpu=gpu, size=req.size,
-                   precision=precision, candidate_sha256=hashlib.sha256(req.candidate.encode()).hexdigest(),
+                   precision=precision, candidate_sha256=_sha256(req.candidate),
                    reward_fn=req.reward_fn, speedup_meaningful=(device.type == "cuda"),
                    facts={"share": share})
 
     @classmethod
     def format_failure(cls, req: EvalRequest, problem, precision: str, device: str, reason: str) -> "EvalResult":
         r = cls(problem=problem.id, family=problem.family, device=device, gpu=None, size=req.size,
-                precision=precision, candidate_sha256=hashlib.sha256(req.candidate.encode()).hexdigest(),
+                precision=precision, candidate_sha256=_sha256(req.candidate),
                 reward_fn=req.reward_fn)
         r.fail("format", reason)
         r.finalize_reward(req.reward_fn, 0.0, req.fast_p)

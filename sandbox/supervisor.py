@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from kbenv.sandbox import cpus, memplan, process
+from kbenv.sandbox import cpus, memplan, process, protocol
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
 from kbenv.sandbox.builds import BuildFarm
 from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory, Evaluation
@@ -266,6 +266,8 @@ class Supervisor:
         from kbenv.sandbox import decoy
         todo: dict[str, None] = {}  # in order: the first candidate's build, then its decoy's, then the next one's
         for src in sources:
+            if protocol.source_fault(src) is not None:  # its evaluation fails it before anything is built
+                continue
             try:
                 noop, kernels = decoy.noop_kernels(src)
             except decoy.Unrewritable:  # its evaluation fails it as a decoy at once; its own build may be made ahead

@@ -18,8 +18,8 @@ import torch
 MAX_FRAME = 64 << 20  # frames carry slot offsets and short texts; tensors lie in lent memory
 # What an executor may send (``ExecutorProcess.recv``): hostile data, unpacked in the supervisor's own process, where
 # msgpack's one-byte empty containers become 56-72-byte Python objects. At MAX_FRAME a reply of empty maps took
-# 4.8 GB and 12 s of the supervisor's CPU (its GIL held; a 2-core VM) to unpack before any check could refuse it (known-bad
-# 19:reply_bomb); at this limit the worst is 19 MB and 23 ms. The largest honest reply, a dones frame of
+# 4.8 GB and 12 s of the supervisor's CPU (its GIL held; a 2-core VM) to unpack before any check could refuse it
+# (known-bad 19:reply_bomb); at this limit the worst is 19 MB and 23 ms. The largest honest reply, a dones frame of
 # memplan.MAX_SLOTS calls with four IPC claims each and a 4,000-character traceback, is about 18 KB.
 MAX_REPLY = 256 << 10
 

@@ -35,7 +35,8 @@ class FakePool:
         prob = get_problem(req.problem)
         res = EvalResult(problem=prob.id, family=prob.family, device=self.device, gpu=None, size=req.size,
                          precision=req.precision or prob.precision_default,
-                         candidate_sha256=hashlib.sha256(req.candidate.encode()).hexdigest(), reward_fn=req.reward_fn)
+                         candidate_sha256=hashlib.sha256(req.candidate.encode("utf-8", "surrogatepass")).hexdigest(),
+                         reward_fn=req.reward_fn)
         if PASS_MARK in req.candidate:
             res.verdict, res.correct, res.reason, res.reward, res.speedup = "pass", True, "every check passed", 1.0, 1.0
         else:

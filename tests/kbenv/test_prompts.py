@@ -28,3 +28,19 @@ def test_an_fp32_prompt_says_fp32_is_ieee_and_how():
     assert 'input_precision="ieee"' in problem_prompt("class Model: pass", precision="fp32")
     assert "no TF32" in problem_prompt("class Model: pass", backend="cuda", precision="fp32")
     assert "IEEE" not in problem_prompt("class Model: pass", precision="bf16")
+
+
+def test_thinking_spans_go_as_the_regex_took_them_but_in_linear_time():
+    """Each ``<think>`` to the first ``</think>`` after it is removed, as ``re.sub(r"<think>.*?</think>")`` did; that
+    regex scanned to the end once per unclosed opening, so 200,000 of them (1.4 MB, a degenerate sample) would have
+    taken it about 25 minutes."""
+    import random
+    import re
+
+    from kbenv.prompts import _without_thinking
+    rng = random.Random(0)
+    parts = ["<think>", "</think>", "<think", "think>", "</", "a", "\n"]
+    for _ in range(5000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 24)))
+        assert _without_thinking(text) == re.sub(r"<think>.*?</think>", "", text, flags=re.S), text
+    assert extract_code("<think>" * 200_000 + f"```python\n{CODE}```") == CODE

@@ -358,3 +358,11 @@ def test_require_run_names_a_missing_run(tmp_path):
     with RecordWriter(tmp_path) as w:
         w.write(record())
     assert rec.require_run(tmp_path) == tmp_path
+
+
+def test_texts_keep_a_reply_with_a_lone_surrogate():
+    """A model's JSON ``\\ud800`` decodes to a lone surrogate, which UTF-8 cannot hold: the record keeps it as it
+    came (its candidate is refused as a ``compile`` failure: ``protocol.source_fault``)."""
+    from kbenv.records import pack_texts, record_texts, TEXTS_FIELD
+    texts = {"reply": "x = '\ud800' \u00e9", "candidate": "\udcff", "messages": [{"role": "user", "content": "\u4e2d"}]}
+    assert record_texts({TEXTS_FIELD: pack_texts(texts)}) == texts

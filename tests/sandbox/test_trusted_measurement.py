@@ -205,6 +205,29 @@ def test_a_source_too_deep_for_the_rewrite_is_the_candidates_decoy_failure_never
     assert n == 1 and out.endswith("__global__ void g(float* y, int n) {}")
 
 
+def test_a_source_the_supervisor_cannot_take_is_the_candidates_compile_failure_never_a_harness_fault(supervisor):
+    """Class: candidate text whose size or encoding the trusted side's own handling of it (hashing, parsing for the
+    decoy's rewrite, sending) cannot take. A lone surrogate (a model's JSON ``\\ud800``) made the supervisor raise
+    while it hashed the source; a source of one-token statements costs its parse ~1.1 GB per MiB, so one near the
+    64 MiB frame limit would take the host's memory. Both are refused first, as the candidate's ``compile``."""
+    limit = protocol.MAX_SOURCE_BYTES
+    fill = "a = 1\n"
+    assert protocol.source_fault(GOOD) is None
+    at_limit = GOOD + "#" * (limit - len(GOOD.encode()) - 1) + "\n"
+    assert len(at_limit.encode()) == limit and protocol.source_fault(at_limit) is None
+    assert "a candidate may have" in protocol.source_fault(at_limit + " ")
+    assert "lone surrogate at character 3" in protocol.source_fault("x =\ud800")
+    assert "not text" in protocol.source_fault(None)
+    long_src = GOOD + fill * (limit // len(fill))  # valid Python, and an honest kernel: it would pass
+    surrogate = GOOD + "# \udcff\n"
+    for src, says in ((long_src, "a candidate may have"), (surrogate, "lone surrogate")):
+        r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
+        assert r.verdict == "fail" and r.category == "compile" and says in r.reason, (r.category, r.reason)
+        assert r.reward == 0.0 and len(r.candidate_sha256) == 64
+    assert supervisor.prebuild([long_src, surrogate]) == 0  # nothing built for them ahead either
+    assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False)).verdict == "pass"
+
+
 def test_a_candidate_without_any_kernel_is_a_decoy(supervisor):
     src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
