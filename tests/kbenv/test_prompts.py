@@ -44,3 +44,22 @@ def test_thinking_spans_go_as_the_regex_took_them_but_in_linear_time():
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 24)))
         assert _without_thinking(text) == re.sub(r"<think>.*?</think>", "", text, flags=re.S), text
     assert extract_code("<think>" * 200_000 + f"```python\n{CODE}```") == CODE
+
+
+_FENCE_BEFORE = r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)"  # what extract_code matched blocks with
+
+
+def test_fenced_blocks_are_the_regexs_but_found_in_linear_time():
+    """The blocks ``_FENCE_BEFORE`` finds, on random texts of fences, backticks, newlines and tags; that regex tried
+    every position of a line with no end, so 200,000 openings on one line (1.8 MB) would have taken it ~25 minutes."""
+    import random
+    import re
+
+    from kbenv.prompts import _fenced_blocks
+    rng = random.Random(1)
+    parts = ["```", "`", "``", "\n", " ", "\t", "python", "py", "x", "class ModelNew", "c++"]
+    for _ in range(5000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 20)))
+        assert _fenced_blocks(text) == re.findall(_FENCE_BEFORE, text, re.S), text
+    assert extract_code("```python" * 200_000) is None
+    assert extract_code(f"```python\n{CODE}```" + "```python" * 200_000) == CODE
