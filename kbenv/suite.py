@@ -16,6 +16,44 @@ from kbenv.prompts import extract_code
 from kbenv.sandbox.result import EvalRequest
 
 
+# A known-bad candidate allowed to pass on a GPU (an attack that gains nothing, or a sandbox probe that was blocked)
+# is held there to its honest twin, the known-good kernel of its problem in the same run (issue 11): passing, it must
+# be timed no faster than the twin beyond the noise of the two measurements, their 95% intervals combined and at
+# least TWIN_NOISE_FLOOR (the H200's spread between evaluations of one kernel was 2.1-6.8% at stop 51, wider than
+# one evaluation's interval). Not on the CPU: there every pass is paid as parity, and the interpreter's speedup of
+# one kernel spread 0.112-0.159 over three evaluations (19's known-good, stop 52), so no twin's figure bounds another.
+TWIN_NOISE_FLOOR = 0.05
+
+
+def held_to_twin(case) -> bool:
+    """Whether a known-bad case is held to its twin when it passes on a GPU: one allowed to pass there."""
+    return "pass" in case.expected_on("cuda")
+
+
+def twin_limit(twin_speedup: float, ci: float | None = None, twin_ci: float | None = None) -> float:
+    """The most speedup a passing known-bad candidate may be timed at on a GPU, given its honest twin's (above)."""
+    cis = [c for c in (ci, twin_ci) if c is not None and math.isfinite(c)]
+    return twin_speedup * (1 + max(math.hypot(*cis) if len(cis) == 2 else 0.0, TWIN_NOISE_FLOOR))
+
+
+def _hold_to_twins(rows: list, cases: list) -> None:
+    """Mark a passing known-bad row (``rows[i]`` is ``cases[i]``'s) of a GPU run a mismatch where it is
+    :func:`held_to_twin` and was timed faster than :func:`twin_limit` allows; every compared row names its twin's
+    speedup."""
+    twins = {r["candidate"].removesuffix(":correct"): r for r in rows
+             if r["candidate"].endswith(":correct") and r["verdict"] == "pass" and r.get("speedup")}
+    for row, case in zip(rows, cases):
+        twin = twins.get(case.problem_id)
+        if not held_to_twin(case) or twin is None or row["verdict"] != "pass" or not row.get("speedup"):
+            continue
+        row["twin_speedup"] = twin["speedup"]
+        limit = twin_limit(twin["speedup"], row.get("speedup_rel_ci95"), twin.get("speedup_rel_ci95"))
+        if row["speedup"] > limit:
+            row["ok"] = False
+            row["reason"] = (f"timed at {row['speedup']:.3f}x against its honest twin's {twin['speedup']:.3f}x "
+                             f"(at most {limit:.3f}x): " + row["reason"])[:160]
+
+
 def _agents(name: str):
     return getattr(importlib.import_module("kbenv.agents.scripted"), name)
 
@@ -104,6 +142,8 @@ def run_suite(pool, size: str, include_good: bool = True, on_row=None, only: lis
         if on_row is not None:
             on_row(row, n, len(reqs))
     seconds = time.perf_counter() - t
+    if device == "cuda":  # once every row is in: a problem's twin comes after its known-bad ones
+        _hold_to_twins(rows, cases)
     return {"device": device, "size": size, "seconds": seconds, "rows": rows,
             "mismatches": sum(not r["ok"] for r in rows)}
 

@@ -148,3 +148,60 @@ def test_a_row_prints_its_speedup_with_the_speedups_ci_and_its_seconds():
     assert "±" not in S.format_row({**row, "speedup": None})  # a failed candidate: no speedup, no interval
     del row["speedup_rel_ci95"]  # a candidate that was not timed
     assert "±" not in S.format_row(row)
+
+
+def test_a_known_bad_that_passes_earns_no_more_than_its_honest_twin(results, good_results):
+    """Issue 11: a known-bad candidate allowed to pass on a GPU, passing, is paid no more than its honest twin (the
+    problem's known-good kernel): on cuda it is timed within the two measurements' noise of it
+    (``suite.twin_limit``); on the CPU, where every pass is paid as parity, its reward is the twin's."""
+    from kbenv.suite import held_to_twin, twin_limit
+    compared, over = [], []
+    for case in CASES:
+        r, twin = results[case.id], good_results.get(case.problem_id)
+        if not held_to_twin(case) or r.verdict != "pass" or twin is None or twin.verdict != "pass":
+            continue
+        compared.append((case.id, r.reward, twin.reward, r.speedup, twin.speedup))
+        if DEVICE == "cuda":
+            limit = twin_limit(twin.speedup, r.timings.get("speedup_rel_ci95"), twin.timings.get("speedup_rel_ci95"))
+            if r.speedup > limit:
+                over.append(compared[-1])
+        elif r.reward > twin.reward:
+            over.append(compared[-1])
+    assert not over, (over, compared)
+    assert len(compared) >= 5, compared  # the sandbox probes and harmless attacks on 19 and 23 pass on either device
+
+
+def test_run_suite_holds_a_passing_known_bad_to_its_twin():
+    """A passing known-bad row timed faster than its twin allows is a mismatch, named with the twin's figure; one
+    within it, and one without a twin in the run, are left as they were."""
+    from types import SimpleNamespace as NS
+
+    from kbenv import suite as S
+
+    def result(speedup, ci=None):
+        return NS(verdict="pass", category=None, reward=1.0, speedup=speedup, reason="every check passed", error="",
+                  timings={"speedup_rel_ci95": ci}, phase_seconds={})
+
+    class Pool:  # answers the run's requests in order: the known-bad one first, then its twin
+        def __init__(self, device, answers):
+            self.device, self.answers = device, answers
+
+        def map(self, reqs):
+            yield from enumerate(self.answers[:len(reqs)])
+
+    def run(device, bad_speedup, ci=None):
+        report = S.run_suite(Pool(device, [result(bad_speedup, ci), result(1.0, ci)]), SIZE,
+                             only=["19:look_ahead", "level1/19:correct"])
+        assert [r["candidate"] for r in report["rows"]] == ["kernelbench/level1/19:look_ahead",
+                                                            "kernelbench/level1/19:correct"]
+        return report["rows"][0], report["mismatches"]
+
+    row, bad = run("cuda", 1.04, ci=0.01)  # within the 5% floor
+    assert bad == 0 and row["twin_speedup"] == 1.0
+    row, bad = run("cuda", 1.08, ci=0.01)
+    assert bad == 1 and "honest twin's 1.000x" in row["reason"] and "MISMATCH" in S.format_row(row)
+    assert run("cuda", 1.08, ci=0.06)[1] == 0  # both intervals wide: 8.5% together
+    row, bad = run("cpu", 3.0)  # the interpreter's times: every pass is paid as parity, none is held to a twin
+    assert bad == 0 and "twin_speedup" not in row
+    alone = S.run_suite(Pool("cuda", [result(9.0)]), SIZE, include_good=False, only=["19:look_ahead"])
+    assert alone["mismatches"] == 0 and "twin_speedup" not in alone["rows"][0]
