@@ -8,6 +8,9 @@
 # SET=compare (stop 51): the repeatability set with one lane, then GRPO's shape under three lanes, on one host, with
 # benchmarks/lane_accuracy.py comparing them (and, since b75025c, what the candidate's own clamped intercept would pay:
 # the next call to make, to choose the candidate's intercept rule).
+# SET=redteam52 (stop 52, any card, about 4 minutes): the rows stop 52 added or changed, at the largest size, with
+# their honest twins, so that run_suite holds the passing ones to them (19:reply_bomb and 19:oversized_source rejected,
+# 23:inflate_own_intercept and 19:look_ahead within noise of their twins); T=300 is enough. SET=compare is its own call.
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
@@ -45,7 +48,13 @@ group_run() {  # GRPO's shape: a few problems, several completions each (baselin
     ROLLOUT_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 \
     ROLLOUT_ARGS="--timing-budget 1.5 --episodes 4" bash benchmarks/gpu_run.sh rollout
 }
-if [[ ${SET:-} == compare ]]; then  # stop 51: one lane against three on one host, the cycled calibration block
+if [[ ${SET:-} == redteam52 ]]; then
+  REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=260 REDTEAM_LIMITS="--limit compile=60 --limit trial=20 --limit timing=60" \
+    REDTEAM_ONLY="19:reply_bomb 19:oversized_source 23:inflate_own_intercept 19:look_ahead level1/19:correct level1/23:correct" \
+    bash benchmarks/gpu_run.sh redteam
+  grep -v "^\s*$" /tmp/gpuout/redteam-only.log | tail -n 12
+  tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
+elif [[ ${SET:-} == compare ]]; then  # stop 51: one lane against three on one host, the cycled calibration block
   # (timing.calibration_calls): the repeatability set alone (any card; on an H200 issue 11's figure), then GRPO's shape
   # under three lanes, whose first evaluations find this host's caches warm from the first
   trusted_set 190
