@@ -55,10 +55,11 @@ class EvalRequest:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
-def _sha256(source: str) -> str:
+def _sha256(source) -> str:
     """The candidate's identity in records: its text's hash, lone surrogates included (``protocol.source_fault``
-    refuses such a source; the result still names it)."""
-    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    refuses such a source, or one that is not text at all; the result still names it)."""
+    text = source if isinstance(source, str) else repr(source)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclasses.dataclass

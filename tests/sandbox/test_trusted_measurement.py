@@ -220,7 +220,7 @@ def test_a_source_the_supervisor_cannot_take_is_the_candidates_compile_failure_n
     assert "not text" in protocol.source_fault(None)
     long_src = GOOD + fill * (limit // len(fill))  # valid Python, and an honest kernel: it would pass
     surrogate = GOOD + "# \udcff\n"
-    for src, says in ((long_src, "a candidate may have"), (surrogate, "lone surrogate")):
+    for src, says in ((long_src, "a candidate may have"), (surrogate, "lone surrogate"), (None, "not text")):
         r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
         assert r.verdict == "fail" and r.category == "compile" and says in r.reason, (r.category, r.reason)
         assert r.reward == 0.0 and len(r.candidate_sha256) == 64
