@@ -177,9 +177,6 @@ class Evaluation:
         return res
 
     def run_phases(self, res: EvalResult) -> None:
-        why = protocol.source_fault(self.req.candidate)  # before anything parses or sends it
-        if why is not None:
-            raise CandidateFault("compile", why)
         try:  # the decoy's no-op rewrite first: a source it cannot make is not judged further
             noop, kernels = decoy.noop_kernels(self.req.candidate)
         except decoy.Unrewritable as e:

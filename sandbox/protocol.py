@@ -34,8 +34,8 @@ MAX_SOURCE_BYTES = 128 << 10
 
 
 def source_fault(source) -> str | None:
-    """Why a candidate's source cannot be taken at all (the candidate's ``compile`` failure, before the supervisor
-    parses, hashes or sends it), or None. Python source is UTF-8: a text with a lone surrogate (which a JSON
+    """Why a candidate's source cannot be taken at all, or None: the candidate's ``compile`` failure, decided by
+    ``Supervisor.evaluate`` before an executor, a reference or a build is spent on it and before anything parses it. Python source is UTF-8: a text with a lone surrogate (which a JSON
     ``\\ud800`` escape in a model's reply decodes to) has none, and it made the supervisor raise (a harness fault
     from candidate text)."""
     if not isinstance(source, str):

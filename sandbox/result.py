@@ -101,11 +101,14 @@ class EvalResult:
                    facts={"share": share})
 
     @classmethod
-    def format_failure(cls, req: EvalRequest, problem, precision: str, device: str, reason: str) -> "EvalResult":
+    def format_failure(cls, req: EvalRequest, problem, precision: str, device: str, reason: str,
+                       category: str = "format") -> "EvalResult":
+        """A failure decided before any evaluation: a reply with no candidate (``format``), or a source the sandbox
+        refuses to take (``compile``: ``protocol.source_fault``)."""
         r = cls(problem=problem.id, family=problem.family, device=device, gpu=None, size=req.size,
                 precision=precision, candidate_sha256=_sha256(req.candidate),
                 reward_fn=req.reward_fn)
-        r.fail("format", reason)
+        r.fail(category, reason)
         r.finalize_reward(req.reward_fn, 0.0, req.fast_p)
         return r
 

@@ -171,6 +171,12 @@ class Supervisor:
             MemoryPlanError: (a ``ValueError``) the evaluation cannot fit this device's memory, or the memory cap;
                 checked before anything allocates, with one line naming the size that fits.
         """
+        why = protocol.source_fault(req.candidate)
+        if why is not None:  # refused before an executor, a reference or a baseline set is spent on it
+            from kbenv.problems import get_problem
+            prob = get_problem(req.problem)
+            return EvalResult.format_failure(req, prob, req.precision or prob.precision_default, self.device.type,
+                                             why, category="compile")
         self.fit_memory_plan(req.problem, req.size, req.precision)
         if self.lanes is None:
             return self._evaluate(req)

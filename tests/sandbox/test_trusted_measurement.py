@@ -224,6 +224,7 @@ def test_a_source_the_supervisor_cannot_take_is_the_candidates_compile_failure_n
         r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
         assert r.verdict == "fail" and r.category == "compile" and says in r.reason, (r.category, r.reason)
         assert r.reward == 0.0 and len(r.candidate_sha256) == 64
+        assert "executor_uid" not in r.facts  # refused before an executor was taken for it
     assert supervisor.prebuild([long_src, surrogate]) == 0  # nothing built for them ahead either
     assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False)).verdict == "pass"
 
