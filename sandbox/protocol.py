@@ -35,9 +35,9 @@ MAX_SOURCE_BYTES = 128 << 10
 
 def source_fault(source) -> str | None:
     """Why a candidate's source cannot be taken at all, or None: the candidate's ``compile`` failure, decided by
-    ``Supervisor.evaluate`` before an executor, a reference or a build is spent on it and before anything parses it. Python source is UTF-8: a text with a lone surrogate (which a JSON
-    ``\\ud800`` escape in a model's reply decodes to) has none, and it made the supervisor raise (a harness fault
-    from candidate text)."""
+    ``Supervisor.evaluate`` before an executor, a reference or a build is spent on it and before anything parses it.
+    Python source is UTF-8: a text with a lone surrogate (which a JSON ``\\ud800`` escape in a model's reply decodes
+    to) has none, and it made the supervisor raise while it hashed the source (a harness fault from candidate text)."""
     if not isinstance(source, str):
         return f"the candidate's source is not text ({type(source).__name__})"
     try:
