@@ -7,8 +7,11 @@ rollout records (``kbenv export``; under ``--lanes``, several episodes per probl
 run makes). Printed per problem and source: the evaluations, their speedups' range, mean and coefficient of
 variation, the calls per timed block and per calibration block (``timing.calibration_calls``), and the removed
 intercepts' reported noise and gap (``timings.intercept_rel_ci95``, ``intercept_gap_rel``) with the intercept removed
-by side, and the speedups had the candidate's own intercept, clamped, been removed (``speedup_own_intercept``).
-Figures only: it decides nothing.
+by side, the speedups had the candidate's own intercept, clamped, been removed (``speedup_own_intercept``), and
+the candidate's own intercept as measured (the median of ``own_intercept_estimates_ms``, unclamped) with the
+trusted side it lies nearer in each evaluation. The candidate's process is an executor like eager's: where its own
+intercept sits at eager's, the least-intercept rule's mean is the unbiased one (stop 52's note). Figures only: it
+decides nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +31,18 @@ class Row:
     intercept_gap: float | None
     by_side_ms: dict
     own: float | None = None  # the speedup with the candidate's own intercept, clamped (reported only)
+    own_ms: float | None = None  # the candidate's own intercept, the median of its estimates (unclamped)
+
+    def nearer(self) -> str | None:
+        """The trusted side whose intercept the candidate's own lies nearer, or None without both figures."""
+        if self.own_ms is None or not self.by_side_ms:
+            return None
+        return min(self.by_side_ms, key=lambda side: abs(self.by_side_ms[side] - self.own_ms))
+
+
+def _median(values) -> float | None:
+    v = [x for x in values or [] if isinstance(x, (int, float))]
+    return statistics.median(v) if v else None
 
 
 def from_trusted(path: str) -> dict[str, list[Row]]:
@@ -39,7 +54,8 @@ def from_trusted(path: str) -> dict[str, list[Row]]:
                 out.setdefault(pid, []).append(Row(r["speedup"], r.get("calls_per_block") or r.get("slots"),
                                                    r.get("calibration_calls"), r.get("intercept_rel_ci95"),
                                                    r.get("intercept_gap_rel"), r.get("block_overhead_by_side_ms") or {},
-                                                   r.get("speedup_own_intercept")))
+                                                   r.get("speedup_own_intercept"),
+                                                   _median(r.get("own_intercept_estimates_ms"))))
     return out
 
 
@@ -52,7 +68,8 @@ def from_records(path: str) -> dict[str, list[Row]]:
             out.setdefault(r["problem"], []).append(Row(r["speedup"], t.get("calls_per_block"), t.get("calibration_calls"),
                                                         t.get("intercept_rel_ci95"), t.get("intercept_gap_rel"),
                                                         t.get("block_overhead_by_side_ms") or {},
-                                                        t.get("speedup_own_intercept")))
+                                                        t.get("speedup_own_intercept"),
+                                                        _median(t.get("own_intercept_estimates_ms"))))
     return out
 
 
@@ -69,11 +86,15 @@ def show(source: str, rows: dict[str, list[Row]]) -> None:
         sides = sorted({k for r in rs for k in r.by_side_ms})
         by_side = ", ".join(f"{k} {span(r.by_side_ms.get(k) for r in rs)} ms" for k in sides)
         own = [r.own for r in rs if r.own]
+        nearer = [r.nearer() for r in rs if r.nearer()]
+        own_ms_txt = (f" | candidate's own {span(r.own_ms for r in rs)} ms, nearer "
+                      + ", ".join(f"{k} {nearer.count(k)}" for k in sorted(set(nearer)))) if nearer else ""
         own_txt = (f" | own intercept {min(own):.3f}-{max(own):.3f}x CV "
                    f"{100 * statistics.stdev(own) / statistics.fmean(own):.2f}%") if len(own) > 1 else ""
         print(f"{pid:24s} {source:10s} n={len(s)} {min(s):.3f}-{max(s):.3f}x mean {mean:.3f} CV {100 * cv:.2f}%{own_txt} "
               f"calls {span(r.calls for r in rs)} calib {span(r.calibration_calls for r in rs)} "
-              f"intercept_ci {span(r.intercept_ci for r in rs)} gap {span(r.intercept_gap for r in rs)} | {by_side}")
+              f"intercept_ci {span(r.intercept_ci for r in rs)} gap {span(r.intercept_gap for r in rs)} | {by_side}"
+              f"{own_ms_txt}")
 
 
 def main() -> None:
