@@ -116,7 +116,7 @@ class BuildFarm:
         try:
             out = work / "build.tar"  # the builder's one writable host file (its private directory is read-only)
             out.touch()
-            (work / "candidate.py").write_text(source)
+            (work / "candidate.py").write_text(source, encoding="utf-8")  # Python source is UTF-8, whatever the locale
             as_root = process.root_mode()
             uid = process.sandbox_uid() if as_root else None
             if as_root:

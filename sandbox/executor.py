@@ -136,7 +136,7 @@ class Executor:
             _unpack_prebuilt(str(msg["prebuilt"]))
         if msg["candidate_source"]:
             path = os.path.join(os.getcwd(), "candidate.py")
-            with open(path, "w") as f:
+            with open(path, "w", encoding="utf-8") as f:  # Python source is UTF-8, whatever the locale
                 f.write(msg["candidate_source"])
             import importlib.util
             spec = importlib.util.spec_from_file_location("candidate", path)

@@ -229,6 +229,14 @@ def test_a_source_the_supervisor_cannot_take_is_the_candidates_compile_failure_n
     assert supervisor.evaluate(EvalRequest(problem=PID, candidate=GOOD, measure_time=False)).verdict == "pass"
 
 
+def test_a_candidate_with_text_beyond_ascii_passes(supervisor):
+    """Python source is UTF-8: comments and strings beyond ASCII are an honest candidate's right (the executor and the
+    builder write the source as UTF-8, whatever the locale)."""
+    src = "# ReLU: y = max(x, 0) \u2264 r\u00e9sum\u00e9 \u4e2d\u6587 \U0001f680\n" + GOOD
+    r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
+    assert r.verdict == "pass", (r.category, r.reason, r.error)
+
+
 def test_a_candidate_without_any_kernel_is_a_decoy(supervisor):
     src = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     r = supervisor.evaluate(EvalRequest(problem=PID, candidate=src, measure_time=False))
