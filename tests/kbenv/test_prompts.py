@@ -30,6 +30,28 @@ def test_an_fp32_prompt_says_fp32_is_ieee_and_how():
     assert "IEEE" not in problem_prompt("class Model: pass", precision="bf16")
 
 
+def _within(seconds: float):
+    """A guard for the inputs that were quadratic: SIGALRM ends the test if the scan takes more than ``seconds``
+    (linear, each takes milliseconds; the old regexes took about 25 minutes), so a regression fails instead of
+    stalling CI."""
+    import contextlib
+    import signal
+
+    def _expired(signum, frame):
+        raise TimeoutError(f"took more than {seconds} s: the scan is not linear")
+
+    @contextlib.contextmanager
+    def guard():
+        old = signal.signal(signal.SIGALRM, _expired)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    return guard()
+
+
 def test_thinking_spans_go_as_the_regex_took_them_but_in_linear_time():
     """Each ``<think>`` to the first ``</think>`` after it is removed, as ``re.sub(r"<think>.*?</think>")`` did; that
     regex scanned to the end once per unclosed opening, so 200,000 of them (1.4 MB, a degenerate sample) would have
@@ -43,7 +65,8 @@ def test_thinking_spans_go_as_the_regex_took_them_but_in_linear_time():
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 24)))
         assert _without_thinking(text) == re.sub(r"<think>.*?</think>", "", text, flags=re.S), text
-    assert extract_code("<think>" * 200_000 + f"```python\n{CODE}```") == CODE
+    with _within(30):
+        assert extract_code("<think>" * 200_000 + f"```python\n{CODE}```") == CODE
 
 
 _FENCE_BEFORE = r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)"  # what extract_code matched blocks with
@@ -61,5 +84,6 @@ def test_fenced_blocks_are_the_regexs_but_found_in_linear_time():
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 20)))
         assert _fenced_blocks(text) == re.findall(_FENCE_BEFORE, text, re.S), text
-    assert extract_code("```python" * 200_000) is None
-    assert extract_code(f"```python\n{CODE}```" + "```python" * 200_000) == CODE
+    with _within(30):
+        assert extract_code("```python" * 200_000) is None
+        assert extract_code(f"```python\n{CODE}```" + "```python" * 200_000) == CODE
