@@ -55,9 +55,9 @@ class EvalRequest:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
-def _sha256(source) -> str:
-    """The candidate's identity in records: its text's hash, lone surrogates included (``protocol.source_fault``
-    refuses such a source, or one that is not text at all; the result still names it)."""
+def candidate_hash(source) -> str:
+    """The candidate's identity in records (``candidate_sha256``): its text's hash, lone surrogates included
+    (``protocol.source_fault`` refuses such a source, or one that is not text at all; the result still names it)."""
     text = source if isinstance(source, str) else repr(source)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -96,7 +96,7 @@ class EvalResult:
             import torch
             gpu = torch.cuda.get_device_name(device)
         return cls(problem=problem.id, family=problem.family, device=device.type, gpu=gpu, size=req.size,
-                   precision=precision, candidate_sha256=_sha256(req.candidate),
+                   precision=precision, candidate_sha256=candidate_hash(req.candidate),
                    reward_fn=req.reward_fn, speedup_meaningful=(device.type == "cuda"),
                    facts={"share": share})
 
@@ -106,7 +106,7 @@ class EvalResult:
         """A failure decided before any evaluation: a reply with no candidate (``format``), or a source the sandbox
         refuses to take (``compile``: ``protocol.source_fault``)."""
         r = cls(problem=problem.id, family=problem.family, device=device, gpu=None, size=req.size,
-                precision=precision, candidate_sha256=_sha256(req.candidate),
+                precision=precision, candidate_sha256=candidate_hash(req.candidate),
                 reward_fn=req.reward_fn)
         r.fail(category, reason)
         r.finalize_reward(req.reward_fn, 0.0, req.fast_p)

@@ -440,11 +440,15 @@ class BlockCalibration:
         gap = max(0.0, self.side_s(best) - self.overhead_s) / (n * cand_s) if best in measured else 0.0
         return half, gap
 
+    def _measured(self) -> list[float]:
+        """Each trusted side's figure (:meth:`side_s`), for the sides with an estimate."""
+        return [self.side_s(k) for k, v in self.estimates.items() if v]
+
     @property
     def overhead_s(self) -> float:
         """What is removed from the candidate's blocks: the least of the trusted sides' figures (the fence's cost
         before any estimate)."""
-        measured = [self.side_s(k) for k, v in self.estimates.items() if v]
+        measured = self._measured()
         return min(measured) if measured else self.fence_s
 
     def measure_own(self, lease, per_call_s: float, fence, device, deadline, hold_timeout_s: float, n: int) -> None:
@@ -463,7 +467,7 @@ class BlockCalibration:
     def own_clamped_s(self) -> float | None:
         """The candidate's own intercept (the median of the later half of its estimates), clamped to the trusted
         sides' figures; None before any estimate."""
-        measured = [self.side_s(k) for k, v in self.estimates.items() if v]
+        measured = self._measured()
         if not self.own or not measured:
             return None
         own = settled(self.own)

@@ -6,10 +6,9 @@ on their own, in a second, without Ray.
 
 from __future__ import annotations
 
-import hashlib
 
 from kbenv.problems import get_problem
-from kbenv.sandbox.result import EvalRequest, EvalResult
+from kbenv.sandbox.result import EvalRequest, EvalResult, candidate_hash
 
 #: A candidate holding this text passes in the fake pool; any other candidate fails as ``inaccurate``.
 PASS_MARK = "torch.relu"
@@ -35,8 +34,7 @@ class FakePool:
         prob = get_problem(req.problem)
         res = EvalResult(problem=prob.id, family=prob.family, device=self.device, gpu=None, size=req.size,
                          precision=req.precision or prob.precision_default,
-                         candidate_sha256=hashlib.sha256(req.candidate.encode("utf-8", "surrogatepass")).hexdigest(),
-                         reward_fn=req.reward_fn)
+                         candidate_sha256=candidate_hash(req.candidate), reward_fn=req.reward_fn)
         if PASS_MARK in req.candidate:
             res.verdict, res.correct, res.reason, res.reward, res.speedup = "pass", True, "every check passed", 1.0, 1.0
         else:
