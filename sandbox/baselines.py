@@ -208,7 +208,7 @@ class BaselineExecutors:
             # A set is started (its CUDA contexts) when the previous evaluation ends, beside its dying executor,
             # and built with this evaluation's candidate held: either may hold whatever device memory its
             # candidate took (nothing binds an executor's from outside). Out of memory is then judged as any OOM
-            # of the trusted side (Supervisor.oom_verdict); anything else is the harness's.
+            # of the trusted side (memory_blame.oom_verdict); anything else is the harness's.
             self.close()
             if out_of_memory(str(e)):
                 raise torch.OutOfMemoryError(f"a {st.problem.id} baseline process could not start: {e}") from None

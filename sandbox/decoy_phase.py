@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from kbenv.rewards.verdict import Trial, judge as judge_trials
 from kbenv.sandbox import decoy
+from kbenv.sandbox.correctness_phase import run_block
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A, PATTERN_B, SlotLayout
 from kbenv.sandbox.timing import PhaseSplit
@@ -79,8 +80,8 @@ class DecoyPhase:
                                      ev.precision, ev.problem.invariants, ev.problem.tolerance)
                     out["noop_correct"] = v.correct
                 with split("call_and_judge"):
-                    ev._run_block(lease, [("default", None, PATTERN_A)],
-                                  Deadline("decoy", ev.sup.limits["trial_s"]), judge)
+                    run_block(ev, lease, [("default", None, PATTERN_A)], Deadline("decoy", ev.sup.limits["trial_s"]),
+                              judge)
                 with split("park"):
                     parked = ev.park(proc, lease)  # held, not killed: its death is off the timing phase's path
             except CandidateFault as f:

@@ -9,7 +9,6 @@ supervisor's own no-op rewrite of the source. The executor's replies only ever f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -17,42 +16,20 @@ import time
 import torch
 
 from kbenv.problems import get_problem
-from kbenv.rewards import checks as C
 from kbenv.rewards import precision as precision_contract
 from kbenv.rewards.amdahl import share_for
-from kbenv.rewards.verdict import Trial, correctness_checks, judge_checks, trial_errors
-from kbenv.sandbox import decoy, protocol
+from kbenv.rewards.verdict import judge_checks, trial_errors
+from kbenv.sandbox import decoy, memory_blame, protocol
+from kbenv.sandbox.correctness_phase import CorrectnessPhase
 from kbenv.sandbox.decoy_phase import DecoyPhase, DecoyRun
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
-from kbenv.sandbox.lent import PATTERN_A, PATTERN_B
 from kbenv.sandbox.references import MODEL_SEED, HarnessError
 from kbenv.sandbox.result import EvalRequest, EvalResult
-from kbenv.sandbox.timing import PhaseSplit
 from kbenv.sandbox.timing_phase import TimingPhase
 
 
 
-def _either_failed(a: C.Check, b: C.Check) -> C.Check:
-    """One mutation check over both runs of the official inputs."""
-    return a if not a.passed else b
-
-
-def claims_fault(done: protocol.Done) -> CandidateFault | None:
-    """The executor's own claim that an output is of the wrong type, dtype, shape or count (believed: it only
-    fails the candidate)."""
-    for i, c in enumerate(done.claims):
-        if isinstance(c, protocol.OutputClaim):
-            cat = "wrong_shape" if c.kind in ("shape", "count") else "wrong_type"
-            return CandidateFault(cat, f"output {i}: wrong {c.kind} ({c.detail})" if c.kind != "count" else c.detail)
-    return None
-
-
 PARK_HOLD_S = 5.0  # how long a parked decoy's queued GPU work may take to end before it is killed instead
-
-
-class EarlierExecutorHeldMemory(Exception):
-    """The trusted side ran out of device memory that an earlier evaluation's dying executor held (internal:
-    :meth:`Supervisor.evaluate` runs the evaluation again; never a verdict, never a HarnessError)."""
 
 
 class Evaluation:
@@ -125,7 +102,7 @@ class Evaluation:
             # no executor of this evaluation exists yet: the memory is an earlier candidate's, still dying (run
             # again once it is gone), or nobody's (the harness's)
             if self.earlier and not self.retried:
-                raise EarlierExecutorHeldMemory(str(e)[-500:]) from e
+                raise memory_blame.EarlierExecutorHeldMemory(str(e)[-500:]) from e
             raise HarnessError(f"{problem.id}: the references ran out of device memory with no candidate "
                                f"process alive: {e}") from e
         # the problem's reference model, the official pair and the contracts (built once per problem and size per
@@ -151,7 +128,7 @@ class Evaluation:
             res.fail(f.category, f.reason, f.error)
         except torch.OutOfMemoryError as e:
             # its parked decoy ran the candidate's code too: killed with its executor, and counted with it
-            f = self.sup.oom_verdict(proc, e, self.earlier, self.retried, others=self._take_parked())
+            f = memory_blame.oom_verdict(self.sup, proc, e, self.earlier, self.retried, others=self._take_parked())
             res.fail(f.category, f.reason, f.error)
         finally:
             t_finish = time.monotonic()  # its executors killed, the next baseline set opened: "finish"
@@ -316,37 +293,8 @@ class Evaluation:
 
     # ---------------------------------------------------------------------------------------- correctness
     def correctness(self, deadline: Deadline) -> list:
-        """Official inputs, each broader domain, fresh official inputs, then the official inputs again in a
-        later block (determinism; a stale output of an earlier call cannot pass it)."""
-        t0 = time.monotonic()
-        try:
-            return self._correctness(deadline)
-        finally:
-            self._tick("correctness", t0)
-
-    def _trial_blocks(self) -> list[list]:
-        """The trials, packed into blocks shaped exactly like the timing phase's (one call per slot, every slot
-        with fresh inputs, one fence at the end): a call cannot tell a correctness trial from a timed call.
-        Slots no trial needs get fresh official inputs (fillers, not judged). Each trial: (domain, seed or None
-        for the official pair, poison pattern)."""
-        sec, pid, size, n = self.sup.secret, self.problem.id, self.req.size, len(self.layout.slots)
-        trials = [("default", None, PATTERN_A)]
-        # broader-domain draws are new in every evaluation (as the fresh trial is): an output allocation can hold
-        # what a process of an earlier evaluation left for the same inputs, and only the official set repeats
-        trials += [(d, sec.seed(pid, size, "domain", d, self.eval_id), PATTERN_A) for d in self.problem.domains[1:]]
-        trials.append(("fresh", sec.seed(pid, size, "fresh", self.eval_id), PATTERN_A))
-        blocks = [trials[i:i + n] for i in range(0, len(trials), n)]
-        again = ("again", None, PATTERN_B)
-        if len(blocks) > 1 and len(blocks[-1]) < n:
-            blocks[-1].append(again)
-        else:
-            blocks.append([again])
-        for b, block in enumerate(blocks):
-            block += [("filler", sec.seed(pid, size, "filler", self.eval_id, b, k), PATTERN_A)
-                      for k in range(len(block), n)]
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(sec.seed("order", self.eval_id, b)))
-            block[:] = [block[i] for i in order.tolist()]
-        return blocks
+        """The correctness phase (``kbenv.sandbox.correctness_phase``): every trial run and judged."""
+        return CorrectnessPhase(self).run(deadline)
 
     def official_inputs(self) -> list:
         """The official inputs: the reference cache's, or drawn again from their seed (the same values) where the
@@ -361,97 +309,6 @@ class Evaluation:
         from them."""
         hit = self.sup.refs.cached(self.st, self.official_seed, "default")
         return hit[1] if hit is not None else self.sup.refs.outputs(self.st, inputs, "default")
-
-    def _trial_inputs(self, domain: str, seed) -> list:
-        if seed is None:
-            return self.official_inputs()
-        return self.sup.refs.inputs(self.st, seed, "default" if domain in ("fresh", "filler") else domain)
-
-    def _run_block(self, lease: Lease, block: list, deadline: Deadline, judge, split: PhaseSplit | None = None) -> None:
-        """One block: every slot's inputs written (one input set alive at a time) and its output places poisoned,
-        one call per slot, the fence; then, with the executor held, ``judge(domain, seed, inputs, outputs,
-        mutation_check)`` for every slot that is not a filler. A claim of the executor fails the candidate.
-        ``split``: where the block's time goes (a fact)."""
-        split = split or PhaseSplit()
-        self.sup.checkpoint("block")
-        # the supervisor's transient memory (an input set in flight, references, output copies, the checks'
-        # temporaries) is planned for one thread at a time: correctness and the decoy beside it take turns, in
-        # writing inputs as in judging
-        with split("inputs"), self.sup.transient_turn():
-            for k, (domain, seed, pattern) in enumerate(block):
-                lease.write_inputs(k, self._trial_inputs(domain, seed))
-                lease.poison_outputs(k, pattern)
-            self.sup.release_memory()
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-        with split("calls"):
-            # this thread only waits for the executor's reply, with no GPU work of its own queued: a lane may give
-            # way meanwhile (kbenv.sandbox.preempt), the executor held mid-call by the fence. A block can last long
-            # (a first call's Triton compile, a slow kernel), and another lane's timing phase waited it out. What
-            # the candidate can learn (a pause inside a call) marks only an untimed call: timing phases never give
-            # way, so no call is ever known to go unchecked
-            with self.sup.waiting_for_calls():
-                dones = lease.call_block(list(range(len(block))), deadline)
-            self.sup.fence.hold(lease.proc, max(deadline.at - time.monotonic(), 1.0))
-        # the supervisor's transient memory (references, output copies, the checks' temporaries) is planned for
-        # one judge at a time: correctness and the decoy beside it take turns
-        turn = contextlib.ExitStack()
-        with split("judge_turn"):
-            turn.enter_context(self.sup.transient_turn())
-        with turn, split("judge"):
-            self._judge_block(lease, block, dones, judge)
-        self.sup.checkpoint("after_block")
-
-    def _judge_block(self, lease: Lease, block: list, dones: list, judge) -> None:
-        try:
-            for done in dones:
-                fault = claims_fault(done)
-                if fault is not None:
-                    raise fault
-            for k, (domain, seed, _) in enumerate(block):
-                if domain == "filler":
-                    continue
-                inputs = self._trial_inputs(domain, seed)
-                same, detail = lease.inputs_unchanged(k, inputs)
-                judge(domain, seed, inputs, lease.read_outputs(k),
-                      C.Check("inputs_unchanged", same, detail=detail, category="mutation"), lease.output_meta(k))
-                del inputs
-                self.sup.release_memory()
-        finally:
-            self.sup.fence.release(lease.proc)
-
-    def _correctness(self, deadline: Deadline) -> list:
-        per_trial, first = [], {}
-
-        def judge(domain, seed, inputs, outs, mut, meta):
-            if domain == "default":
-                first.update(outs=outs, mut=mut, meta=meta)
-            elif domain == "again":
-                meta = [{**a, "aliases_input": a["aliases_input"] or b["aliases_input"]}
-                        for a, b in zip(first.pop("meta"), meta)]
-                per_trial.insert(0, self._checks("default", inputs, self.official_outputs(inputs), first.pop("outs"), outs,
-                                                 _either_failed(first.pop("mut"), mut), 0, meta))
-            else:
-                refs = self.sup.refs.outputs(self.st, inputs, domain)
-                per_trial.append(self._checks(domain, inputs, refs, outs, None, mut, len(per_trial) + 1, meta))
-
-        split = PhaseSplit()  # where correctness's time goes: inputs, calls and fence, the judging turn, judging
-        try:
-            for block in self._trial_blocks():
-                self._run_block(self.lease, block, deadline, judge, split)
-        finally:
-            self.correctness_split = split.seconds()
-        return per_trial
-
-    def _checks(self, domain, inputs, refs, outs, outs_b, mutation, seed, meta) -> tuple[str, list]:
-        trial = Trial(domain.replace("fresh", "default"), inputs, refs, outs, outs_b, meta, PATTERN_A, PATTERN_B)
-        # the default domain and the timed domain are held to their contracts (the same as the problem's own
-        # tolerance where the contract does not apply), the other broader domains to the problem's tolerance
-        tolerance = {"default": self.contract.tolerance, self.timed_domain: self.timed_contract.tolerance}.get(
-            trial.domain, self.problem.tolerance)
-        cs = correctness_checks(trial, self.precision, self.problem.invariants, tolerance, seed=seed)
-        cs.append(mutation)
-        return trial.domain, cs
 
     # ---------------------------------------------------------------------------------------------- decoy
     def decoy(self, run: "DecoyRun | None" = None) -> dict:

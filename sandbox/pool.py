@@ -93,7 +93,7 @@ class ExecutorPool:
             except SpawnError as e:
                 if out_of_memory(str(e)):  # the spare's own log (nothing of a candidate's ran in it yet)
                     # a live candidate holds the memory (the decoy's executor is taken with the candidate's
-                    # alive): judged as any OOM of the trusted side (Evaluation.run: Supervisor.oom_verdict)
+                    # alive): judged as any OOM of the trusted side (Evaluation.run: memory_blame.oom_verdict)
                     raise torch.OutOfMemoryError(f"a clean executor could not start: {e}") from None
                 raise HarnessError(str(e)) from e
         self.taken.append(p)
@@ -217,7 +217,7 @@ class ExecutorPool:
         Why: a taken executor waits for the dying ones unless they fit the plan's room (:meth:`take`), and with
         the plan's figure it waited in nearly every evaluation: three lanes on an H100 (stop 48), 1.4-2.1 s of
         each evaluation's 13 after the first three, which had nothing dying. An underestimate costs no verdict: an
-        out-of-memory while an earlier executor dies runs the evaluation again (``Supervisor.oom_verdict``)."""
+        out-of-memory while an earlier executor dies runs the evaluation again (``memory_blame.oom_verdict``)."""
         from kbenv.sandbox import gpustate
         held, listed = gpustate.held_after_kill(self.sup.device.index or 0, pids)
         return (self.executor_bytes if held is None else held), listed

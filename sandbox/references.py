@@ -100,7 +100,7 @@ class References:
             try:
                 native = make_model(ns, "Model", MODEL_SEED, self.device, PRECISIONS[precision])
             except torch.OutOfMemoryError:
-                raise  # judged by who held the memory (Supervisor.oom_verdict)
+                raise  # judged by who held the memory (memory_blame.oom_verdict)
             except Exception as e:  # noqa: BLE001
                 raise HarnessError(f"{problem.id}: the reference model could not be built: {e!r}") from e
             model = native if precision == "fp32" else copy.deepcopy(native).float()
@@ -113,7 +113,7 @@ class References:
         try:
             return make_inputs(st.ns, seed, domain, self.device, PRECISIONS[st.precision], st.problem.broad_inputs)
         except torch.OutOfMemoryError:
-            raise  # judged by who held the memory (Supervisor.oom_verdict), never a fault of the reference
+            raise  # judged by who held the memory (memory_blame.oom_verdict), never a fault of the reference
         except Exception as e:  # noqa: BLE001
             raise HarnessError(f"{st.problem.id}: inputs could not be drawn on domain {domain}: {e!r}") from e
 
@@ -153,7 +153,7 @@ class References:
                     st.out_specs = [(o.dtype, tuple(o.shape)) for o in nat]
                     del nat
         except torch.OutOfMemoryError:
-            raise  # judged by who held the memory (Supervisor.oom_verdict), never a fault of the reference
+            raise  # judged by who held the memory (memory_blame.oom_verdict), never a fault of the reference
         except Exception as e:  # noqa: BLE001
             raise HarnessError(f"{st.problem.id}: the reference raised on domain {domain}: {e!r}") from e
         if dtype != torch.float32:
@@ -179,7 +179,7 @@ class References:
                     eligible, errors = precision_contract.bf16_errors(st.model, st.native, inputs,
                                                                       PRECISIONS[st.precision])
             except torch.OutOfMemoryError:
-                raise  # judged by who held the memory (Supervisor.oom_verdict)
+                raise  # judged by who held the memory (memory_blame.oom_verdict)
             except Exception as e:  # noqa: BLE001
                 what = "on TF32-rounded operands" if fp32 else f"in {st.precision}"
                 raise HarnessError(f"{st.problem.id}: the reference failed {what} on domain {domain}: {e!r}") from e

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import logging
 import os
 import shutil
 import tempfile
@@ -23,7 +22,8 @@ import torch
 from kbenv.sandbox import cpus, memplan, process, protocol
 from kbenv.sandbox.baselines import BaselineError, BaselineExecutors
 from kbenv.sandbox.builds import BuildFarm
-from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory, Evaluation
+from kbenv.sandbox.evaluation import Evaluation
+from kbenv.sandbox.memory_blame import EarlierExecutorHeldMemory
 from kbenv.sandbox.executors import CandidateFault
 from kbenv.sandbox.fence import make_fence
 from kbenv.sandbox.lent import SlotLayout
@@ -384,76 +384,7 @@ class Supervisor:
         tasks = f"{process.TASK_LIMIT} tasks" if process.userns_task_limit() else "no task limit (Linux < 5.14)"
         return f"bwrap, user namespace, {tasks}, {writes}"
 
-    def oom_verdict(self, proc, err: Exception, earlier: list = (), retried: bool = False,
-                    others: list = ()) -> CandidateFault:
-        """The trusted side ran out of device memory while a candidate's executor was alive: kill it, and judge by
-        what that gave back: if the memory is then free, the candidate's ``oom``; still not free with no candidate
-        alive, the machine is too small (raised). The reason says whether its processes gave back more than the
-        plan lends them (its executor's and its decoy's, ``OOM_SLACK`` beside) or no more (logged as a warning too):
-        no more means a transient peak of the candidate's, which no reading after the fact can see, or an undercount
-        of the trusted side by the plan (stop 42, an H100: an honest kernel for problem 47 at full size was paid 0
-        as ``oom``, the supervisor holding 32 GiB against 14 planned; its causes are fixed). It is not raised as the
-        harness's: a candidate whose thread allocates and frees memory while the supervisor draws inputs could then
-        raise a harness fault at will.
-
-        Every process that ran this candidate's code counts, not only ``proc``: the decoy's executor runs the
-        candidate's own module code (its no-op rewrite) beside correctness, and can hold memory too. A decoy run
-        that ended is held until the timing phase ends (``Evaluation.park``): such executors come as ``others``,
-        (executor, lease) pairs, and are killed with ``proc``, after the free memory is first read, so that what
-        they held counts as the candidate's. A failed decoy run was disposed at once: the wait for every disposed
-        executor to be reaped frees what it held before the free memory is read again.
-
-        ``earlier``: the reapers of executors that were still dying when this evaluation began (an earlier
-        candidate's, which may have held more than its plan: nothing binds an executor's device memory from
-        outside). They are waited for first, with this candidate's executor still alive; if that frees the
-        memory, the earlier candidate took it and this evaluation is run again (:class:`EarlierExecutorHeldMemory`),
-        never judged for it. That happens once (``retried``)."""
-        def kill_candidate() -> None:
-            proc.kill()
-            for p, lease in others:
-                self.pool.dispose(p, lease, start_spares=False)
-
-        if self.device.type != "cuda":
-            kill_candidate()
-            return CandidateFault("oom", "out of memory while the candidate's executor was alive", str(err)[-2000:])
-        need = 2 << 30
-        for t in earlier:
-            t.join()
-        baselines = getattr(self, "baselines", None)
-        if baselines is not None:
-            baselines.wait_reaped()  # an earlier evaluation's baseline set: its memory back before anything is read
-        before = self._free_device_bytes()
-        if earlier and not retried and before >= need:
-            kill_candidate()
-            raise EarlierExecutorHeldMemory(str(err)[-500:])
-        kill_candidate()
-        self.pool.join()  # disposed executors (this evaluation's decoy among them) gone, their memory back
-        free = self._free_device_bytes()
-        if free < need:
-            raise HarnessError(f"the supervisor ran out of GPU memory with no candidate process alive: {err}") from err
-        held, allowed = free - before, self.candidate_allowance()
-        g = lambda n: f"{n / 2**30:.1f} GiB"  # noqa: E731
-        if allowed is None or held > allowed:
-            share = f", more than the {g(allowed)} its plan allows" if allowed is not None else ""
-        else:
-            share = (f", no more than the {g(allowed)} its plan allows (a transient peak of its own, or the plan "
-                     f"undercounting the trusted side)")
-            logging.getLogger(__name__).warning("out of memory with the candidate within its plan: %s; %s",
-                                                self.plan.explain(), str(err)[-500:])
-        return CandidateFault("oom", f"the candidate held {g(held)} of GPU memory{share}, and the trusted checks "
-                              f"could not run ({g(free)} was free once its processes were gone)", str(err)[-2000:])
-
-    OOM_SLACK = 1 << 30  # beside the plan's figures: a context's size varies with the libraries a process loads
-
-    def candidate_allowance(self) -> int | None:
-        """What the plan lets a candidate's processes hold on the device: its executor (allocator cap and context)
-        and its decoy's (a worker and the decoy's lent slot), with ``OOM_SLACK``; None without a plan."""
-        plan = getattr(self, "plan", None)
-        if plan is None:
-            return None
-        return plan.worker_bytes + plan.decoy_bytes + self.OOM_SLACK
-
-    def _free_device_bytes(self) -> int:
+    def free_device_bytes(self) -> int:
         """The device's free memory once the supervisor's own caches are released (the driver's figure)."""
         self.refs.drop_cached()
         torch.cuda.empty_cache()

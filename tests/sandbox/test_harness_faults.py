@@ -6,6 +6,7 @@ import time
 import pytest
 
 from kbenv.problems import register_kernelbench_dir
+from kbenv.sandbox.memory_blame import oom_verdict
 from kbenv.sandbox.result import EvalRequest
 from kbenv.sandbox.supervisor import HarnessError, Supervisor
 
@@ -46,7 +47,7 @@ def test_stdout_flood_decides_nothing(supervisor):
 
 
 def _oom_case(monkeypatch, free_bytes):
-    """Supervisor.oom_verdict with the device memory query faked (the decision is what is tested here; the
+    """memory_blame.oom_verdict with the device memory query faked (the decision is what is tested here; the
     CUDA case itself runs on the GPU machine)."""
     import torch
     sup = Supervisor.__new__(Supervisor)
@@ -69,14 +70,14 @@ def _oom_case(monkeypatch, free_bytes):
 
 def test_supervisor_oom_with_memory_back_after_killing_the_executor_is_the_candidates(monkeypatch):
     sup, proc, killed = _oom_case(monkeypatch, 60 << 30)
-    fault = sup.oom_verdict(proc, RuntimeError("CUDA out of memory"))
+    fault = oom_verdict(sup, proc, RuntimeError("CUDA out of memory"))
     assert killed and fault.category == "oom"
 
 
 def test_supervisor_oom_without_memory_back_is_a_harness_error(monkeypatch):
     sup, proc, killed = _oom_case(monkeypatch, 1 << 20)
     with pytest.raises(HarnessError, match="no candidate process alive"):
-        sup.oom_verdict(proc, RuntimeError("CUDA out of memory"))
+        oom_verdict(sup, proc, RuntimeError("CUDA out of memory"))
     assert killed
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kbenv.sandbox import process
-from kbenv.sandbox.evaluation import EarlierExecutorHeldMemory
+from kbenv.sandbox.memory_blame import OOM_SLACK, EarlierExecutorHeldMemory, candidate_allowance, oom_verdict
 from kbenv.sandbox.result import EvalRequest
 from kbenv.sandbox.supervisor import HarnessError, Supervisor
 
@@ -37,9 +37,10 @@ def _sup(frees: list, allowed: int | None = 2 * GiB):
     plan lets a candidate's processes hold (``allowed``)."""
     reads = iter(frees)
     joined = []
+    plan = None if allowed is None else NS(explain=lambda: "the plan's parts", worker_bytes=allowed - OOM_SLACK,
+                                           decoy_bytes=0)
     return NS(device=torch.device("cuda"), pool=NS(join=lambda: joined.append(1)),
-              _free_device_bytes=lambda: next(reads), joined=joined, candidate_allowance=lambda: allowed,
-              plan=NS(explain=lambda: "the plan's parts"))
+              free_device_bytes=lambda: next(reads), joined=joined, plan=plan)
 
 
 def _dying():
@@ -51,24 +52,24 @@ def _dying():
 def test_an_earlier_evaluations_dying_executor_that_held_the_memory_makes_this_one_run_again():
     proc, err = _Proc(), torch.OutOfMemoryError("CUDA out of memory")
     with pytest.raises(EarlierExecutorHeldMemory):
-        Supervisor.oom_verdict(_sup([8 * GiB]), proc, err, [_dying()])
+        oom_verdict(_sup([8 * GiB]), proc, err, [_dying()])
 
 
 def test_the_candidate_that_held_the_memory_is_the_one_blamed():
     proc, err = _Proc(), torch.OutOfMemoryError("CUDA out of memory")
     sup = _sup([0, 8 * GiB])  # still taken once the earlier executor is gone; free once this one is killed
-    f = Supervisor.oom_verdict(sup, proc, err, [_dying()])
+    f = oom_verdict(sup, proc, err, [_dying()])
     assert f.category == "oom" and proc.killed and sup.joined  # its decoy's executor was reaped too
     assert "more than the 2.0 GiB its plan allows" in f.reason
-    f = Supervisor.oom_verdict(_sup([0, 8 * GiB]), _Proc(), err, [_dying()], retried=True)
+    f = oom_verdict(_sup([0, 8 * GiB]), _Proc(), err, [_dying()], retried=True)
     assert f.category == "oom"  # run again once: the second time it is judged like any other
-    f = Supervisor.oom_verdict(_sup([1 * GiB, 9 * GiB]), _Proc(), err, [])
+    f = oom_verdict(_sup([1 * GiB, 9 * GiB]), _Proc(), err, [])
     assert f.category == "oom"
 
 
 def test_memory_still_taken_with_no_candidate_alive_is_the_harnesss_fault():
     with pytest.raises(HarnessError, match="no candidate process alive"):
-        Supervisor.oom_verdict(_sup([0, 0]), _Proc(), torch.OutOfMemoryError("x"), [_dying()])
+        oom_verdict(_sup([0, 0]), _Proc(), torch.OutOfMemoryError("x"), [_dying()])
 
 
 def test_the_reason_says_whether_the_candidate_held_more_than_its_plan_lends_it(caplog):
@@ -77,19 +78,18 @@ def test_the_reason_says_whether_the_candidate_held_more_than_its_plan_lends_it(
     candidate's transient peak, and raising a harness fault there would let a candidate raise one at will (a thread
     that allocates and frees while the supervisor draws inputs): so it stays the candidate's ``oom``, and the reason
     and a warning say that its processes gave back no more than the plan lends them."""
-    f = Supervisor.oom_verdict(_sup([1 * GiB, 2.5 * GiB], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
+    f = oom_verdict(_sup([1 * GiB, 2.5 * GiB], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
     assert f.category == "oom" and "no more than the 2.0 GiB its plan allows" in f.reason
     assert any("within its plan" in r.getMessage() for r in caplog.records)
-    f = Supervisor.oom_verdict(_sup([0, 2 * GiB + 1], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
+    f = oom_verdict(_sup([0, 2 * GiB + 1], allowed=2 * GiB), _Proc(), torch.OutOfMemoryError("x"), [])
     assert f.category == "oom" and "more than the 2.0 GiB its plan allows" in f.reason
 
 
 def test_the_allowance_is_the_candidates_executor_and_its_decoys_by_the_plan():
     from kbenv.sandbox import memplan as M
     plan = M.plan("kernelbench/level1/47", "full", None, int(79.18 * GiB), 2, host_budget=1 << 50)
-    sup = NS(plan=plan, OOM_SLACK=Supervisor.OOM_SLACK)
-    assert Supervisor.candidate_allowance(sup) == plan.worker_bytes + plan.decoy_bytes + Supervisor.OOM_SLACK
-    assert Supervisor.candidate_allowance(NS(plan=None)) is None
+    assert candidate_allowance(plan) == plan.worker_bytes + plan.decoy_bytes + OOM_SLACK
+    assert candidate_allowance(None) is None
 
 
 def test_the_evaluation_that_was_not_to_blame_runs_again_and_says_so(cache_dir, monkeypatch):
@@ -244,9 +244,9 @@ def test_a_parked_decoy_is_killed_with_the_candidate_and_its_memory_counted_as_t
         order.append("read")
         return next(reads)
     sup = _sup([])
-    sup._free_device_bytes = free
+    sup.free_device_bytes = free
     sup.pool = NS(join=lambda: order.append("join"),
                   dispose=lambda p, lease, start_spares: order.append(("dispose", p, lease, start_spares)))
-    f = Supervisor.oom_verdict(sup, proc, err, [], others=[("decoy", "its lease")])
+    f = oom_verdict(sup, proc, err, [], others=[("decoy", "its lease")])
     assert f.category == "oom" and proc.killed
     assert order == ["read", ("dispose", "decoy", "its lease", False), "join", "read"], order
