@@ -52,6 +52,8 @@ group_run() {  # GRPO's shape: a few problems, several completions each (baselin
     ROLLOUT_ARGS="--timing-budget 1.5 --episodes 4" bash benchmarks/gpu_run.sh rollout
 }
 if [[ ${SET:-} == redteam52 ]]; then
+  bash benchmarks/gpu_run.sh intercept  # stop 53: the block intercept taken apart (about 40 s)
+  cat /tmp/gpuout/intercept.log
   REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=260 REDTEAM_LIMITS="--limit compile=60 --limit trial=20 --limit timing=60" \
     REDTEAM_ONLY="19:reply_bomb 19:oversized_source 23:inflate_own_intercept 19:look_ahead level1/19:correct level1/23:correct" \
     bash benchmarks/gpu_run.sh redteam

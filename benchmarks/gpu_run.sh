@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything kbenv measures on the GPU machine, in one call (the device budget is small):
-#   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted slotbias prefetch suite rollout rollout-bad audit profile
+#   bash benchmarks/gpu_run.sh STAGE...   stages: tests trusted intercept slotbias prefetch suite rollout rollout-bad audit profile
 #                                         subset medium caps redteam refacc precision lookahead buildfarm ipcspike eval
 # Results and logs go under $OUT (or ./gpu-out). Each stage has its own time limit (most can be set from the
 # environment) and the results are packed after every stage, so a kill at a limit keeps what finished.
@@ -67,6 +67,10 @@ for stage in "$@"; do
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
              --out "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.json" ${TRUSTED_ARGS:-} \
              > "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.log" 2>&1 ;;  # TRUSTED_TAG: several runs in one call
+    intercept) # issue 11: where a timed block's fixed cost goes (about 40 s): benchmarks/intercept_spike.py
+              timeout $(lim ${INTERCEPT_LIMIT:-120}) python3 "$R/benchmarks/intercept_spike.py" \
+                --problem "${INTERCEPT_PROBLEM:-kernelbench/level1/88}" --reps ${INTERCEPT_REPS:-60} \
+                --out "$OUT/intercept.json" > "$OUT/intercept.log" 2>&1 ;;
     slotbias) # issue 11: the speedup's ground truth per block size, CUDA events in one trusted process (about 60 s)
               timeout $(lim ${SLOTBIAS_LIMIT:-150}) python3 "$R/benchmarks/slot_bias.py" \
                 --problems "${SLOTBIAS_PROBLEMS:-kernelbench/level1/40,dlrm/2,kernelbench/level1/88}" \
