@@ -364,6 +364,7 @@ def cmd_baselines(args) -> int:
 
     from kbenv import step
     from kbenv.problems import list_problems
+    from kbenv.sandbox.baseline_figures import measure_alone
     from kbenv.sandbox.supervisor import Supervisor
     device = _device(args)
     ids = _parse_ids(args.ids)
@@ -380,7 +381,7 @@ def cmd_baselines(args) -> int:
     try:
         for p, z, prec in tqdm(items, desc="baselines", unit="problem", disable=not args.progress):
             try:
-                b = sup.baselines.get(p, z, prec)
+                b = measure_alone(sup, p, z, prec)
             except step.MemoryPlanError as e:  # its evaluation's memory plan does not fit: nothing was allocated
                 tqdm.write(f"{p.id}: skipped: {e}", file=sys.stderr)
                 continue

@@ -23,7 +23,6 @@ size), for reports and ``kbenv baselines build``; they never replace a paired me
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from pathlib import Path
@@ -31,16 +30,10 @@ from pathlib import Path
 import torch
 
 from kbenv.sandbox import process, protocol
+from kbenv.sandbox.baseline_figures import state_name
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import LentRegion
 from kbenv.sandbox.references import MODEL_SEED, HarnessError
-
-
-def device_model(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device).replace(" ", "_")
-    import platform
-    return f"cpu-{platform.machine()}"
 
 
 def out_of_memory(log: str) -> bool:
@@ -115,12 +108,8 @@ class BaselineExecutors:
     def _built_marker(self, st, layout) -> Path:
         """Present once this problem's baselines were built and warmed with the GPU to themselves, so that
         torch.compile's autotuning choices are in the shared on-disk cache (a later warm-up reads them)."""
-        return self.cache_dir / "built" / f"{self._state_name(st)}__{len(layout.slots)}x{layout.slot_bytes}"
+        return self.cache_dir / "built" / f"{state_name(st, self.sup.device)}__{len(layout.slots)}x{layout.slot_bytes}"
 
-    def _state_name(self, st) -> str:
-        """(problem, its source, device model, torch version, precision, size) as a file name."""
-        return "__".join([st.problem.id.replace("/", "_"), st.problem.source_sha256[:12], device_model(self.sup.device),
-                          torch.__version__.replace("+", "_"), st.precision, st.size])
 
     AHEAD = "ahead"  # the owner of processes opened before any evaluation claimed them (done(like=...))
 
@@ -286,51 +275,6 @@ class BaselineExecutors:
             secs["calibrate"] = round(time.monotonic() - t, 4)
         self._warm = True
         return self._leases
-
-    def get(self, problem, size: str, precision: str, rounds: int = 5) -> dict:
-        """The baselines alone (no candidate): medians of ``rounds`` blocks per kind through the executor path, the
-        block's fixed cost removed as the timing phase removes it (cuda: ``timing.BlockCalibration``), recorded on
-        disk; for ``kbenv baselines build`` and reports (a reward always uses paired blocks). It also fills
-        torch.compile's on-disk cache ahead of a run: the evaluation's memory plan is fitted first, so that the
-        slots, and the marker that lets a later evaluation warm these baselines up beside correctness
-        (:meth:`prepare`), are that evaluation's. (Before stop 45 it built under whatever plan the supervisor last
-        had, and ``--size`` had no ``largest``; a rollout at ``--size largest`` after it found the marker in 4 of 16
-        evaluations on an H100, whose warm-ups then waited 19.9 s in all on their paths. That build had also been cut
-        by its time limit after 8 of the 16 problems.)"""
-        from kbenv.sandbox.timing import BlockCalibration, Series, flush_l2, time_block
-        sup = self.sup
-        sup.fit_memory_plan(problem.id, size, precision)
-        st = sup.refs.state(problem, size, precision)
-        inputs, _ = sup.refs.pair(st, sup.secret.seed(problem.id, size, "official"), "default")
-        layout = sup.layout_for(st, inputs)
-        leases = self.leases(st, layout, inputs, reuse=True)
-        n = len(layout.slots)
-        series = {kind: Series(kind, calls=n) for kind in leases}
-        calib = BlockCalibration(self.overhead_s)  # the block's fixed cost, as the timing phase removes it
-        for r in range(rounds + 1):
-            for kind, lease in leases.items():
-                for k in range(n):
-                    lease.write_inputs(k, inputs)
-                flush_l2(sup.device)
-                per_call = time_block(lease, sup.fence, Deadline("baseline", 600), 60.0)
-                if sup.device.type == "cuda":
-                    calib.measure({kind: lease}, {kind: per_call}, sup.fence, sup.device, Deadline("baseline", 60), n)
-                sup.fence.release(lease.proc)
-                if r:
-                    series[kind].add(r - 1, per_call)
-        for kind, s in series.items():
-            s.overhead_s = calib.side_s(kind)
-        out = {f"{k}_ms": s.median_ms for k, s in series.items()}
-        best = min(series.values(), key=lambda s: s.median_ms)
-        out.update(best=best.name, best_ms=best.median_ms)
-        out.setdefault("compile_ms", None)
-        self.record(st, out)
-        return out
-
-    def record(self, st, medians: dict) -> None:
-        path = self.cache_dir / (self._state_name(st) + ".json")
-        path.write_text(json.dumps({"problem": st.problem.id, "precision": st.precision, "size": st.size,
-                                    "torch": torch.__version__, "measured_at": time.time(), **medians}, indent=1))
 
     def done(self, like: tuple | None = None) -> None:
         """An evaluation has ended: on cuda its baseline processes go (reaped in the background, their region

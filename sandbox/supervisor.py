@@ -288,7 +288,7 @@ class Supervisor:
     def fit_memory_plan(self, problem_id: str, size: str, precision: str | None) -> None:
         """The memory plan of an evaluation of ``problem_id`` (``kbenv.sandbox.memplan``): refused before anything
         allocates when it does not fit; otherwise the reference cache is held to the plan's share (unless set
-        explicitly). ``kbenv baselines build`` fits it too (``BaselineExecutors.get``), so that its slots, and the marker
+        explicitly). ``kbenv baselines build`` fits it too (``baseline_figures.measure_alone``), so that its slots, and the marker
         of baselines built with the GPU to themselves, are an evaluation's."""
         from kbenv.problems import get_problem
         prob = get_problem(problem_id)

@@ -18,7 +18,7 @@ import time
 import torch
 
 from kbenv.rewards import checks as C
-from kbenv.sandbox import gpustate, memplan
+from kbenv.sandbox import baseline_figures, gpustate, memplan
 from kbenv.sandbox.baselines import BaselineError
 from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
@@ -219,7 +219,7 @@ class TimingPhase:
         res.facts["settling"] = settling([cand, *series.values()])  # the phase's first rounds against the rest
         if watch:
             res.facts["sm_mhz_after_block"] = clocks
-        sup.baselines.record(st, dict(res.baseline))
+        baseline_figures.record(sup.baselines.cache_dir, st, sup.device, dict(res.baseline))
         return {"median_ms": cand.median_ms, "typical_ms": 1e3 * cand.typical[0], "floor_ms": floor_ms,
                 "replay_checks": replay, "speedup": sp.ratio}
 

@@ -357,23 +357,25 @@ def test_profile_shows_a_ticking_progress_line_while_it_works(capsys, monkeypatc
 def _fake_baselines(monkeypatch, get=None) -> list:
     """``kbenv baselines build`` against a supervisor whose baselines answer at once; returns the (problem, size)
     pairs asked for. ``get(problem, size)`` may raise (a plan that does not fit)."""
+    import kbenv.sandbox.baseline_figures as figures
     import kbenv.sandbox.supervisor as supervisor
     asked = []
 
-    class FakeBaselines:
-        def get(self, p, size, precision):
-            if get is not None:
-                get(p, size)
-            asked.append((p.id, size))
-            return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
+    def measure_alone(sup, p, size, precision):
+        assert isinstance(sup, FakeSupervisor)
+        if get is not None:
+            get(p, size)
+        asked.append((p.id, size))
+        return {"eager_ms": 1.0, "compile_ms": 0.5, "best": "compile"}
 
     class FakeSupervisor:
         def __init__(self, **kwargs):
-            self.baselines = FakeBaselines()
+            pass
 
         def close(self):
             pass
     monkeypatch.setattr(supervisor, "Supervisor", FakeSupervisor)
+    monkeypatch.setattr(figures, "measure_alone", measure_alone)
     return asked
 
 

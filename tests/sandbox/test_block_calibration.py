@@ -208,13 +208,13 @@ def test_the_intercepts_uncertainty_grows_as_the_block_shrinks_and_the_gap_is_re
 
 
 def test_kbenv_baselines_build_fits_the_evaluations_memory_plan_before_it_lays_out_slots():
-    """``BaselineExecutors.get`` (``kbenv baselines build``) lays out its slots by the memory plan an evaluation of the same
+    """``baseline_figures.measure_alone`` (``kbenv baselines build``) lays out its slots by the memory plan an evaluation of the same
     problem fits, so that the marker of baselines built with the GPU to themselves names an evaluation's slots (an
     evaluation that finds it warms its baselines up beside correctness instead of on its path)."""
     import pytest
 
     from kbenv.problems import get_problem
-    from kbenv.sandbox.baselines import BaselineExecutors
+    from kbenv.sandbox.baseline_figures import measure_alone
 
     class Fitted(Exception):
         pass
@@ -223,10 +223,9 @@ def test_kbenv_baselines_build_fits_the_evaluations_memory_plan_before_it_lays_o
     def fit(pid, size, precision):
         calls.append((pid, size, precision))
         raise Fitted
-    b = BaselineExecutors.__new__(BaselineExecutors)
-    b.sup = types.SimpleNamespace(fit_memory_plan=fit, refs=types.SimpleNamespace(state=lambda *a: calls.append("state")))
+    sup = types.SimpleNamespace(fit_memory_plan=fit, refs=types.SimpleNamespace(state=lambda *a: calls.append("state")))
     with pytest.raises(Fitted):
-        b.get(get_problem("kernelbench/level1/23"), "medium", "fp32")
+        measure_alone(sup, get_problem("kernelbench/level1/23"), "medium", "fp32")
     assert calls == [("kernelbench/level1/23", "medium", "fp32")]
 
 
