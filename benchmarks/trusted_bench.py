@@ -15,7 +15,8 @@ kernel, fenced) is measured as the per-call time of problem 19's known-good ReLU
 supervisor is one of two lanes on the device (``kbenv.sandbox.lanes``), and a second process, the other lane,
 evaluates known-good kernels back to back (``--load-problems``, at the largest size its share fits) until the bench
 ends. Each row then says whether its result was judged alone, and how long its timing phase waited for the other.
-``--timing-budget S`` times each evaluation for at most S seconds (``kbenv rollout --timing-budget``): the CV and
+``--calibrate-every N`` estimates the block intercept every N rounds (4: the rule before stop 53), for an A/B on
+one host. ``--timing-budget S`` times each evaluation for at most S seconds (``kbenv rollout --timing-budget``): the CV and
 wall time at a shorter budget than the default 3 s, the throughput/noise trade an RL user makes.
 """
 
@@ -49,6 +50,9 @@ def main() -> None:
                     help="what the other lane evaluates, in a loop (its known-good kernels)")
     ap.add_argument("--timing-budget", type=float, default=0.0,
                     help="seconds of paired timing per evaluation (default: the device's own, 3 s on cuda)")
+    ap.add_argument("--calibrate-every", type=int, default=0,
+                    help="rounds between the block intercept's estimates where they reuse the round's blocks "
+                         "(TimingPlan.calibrate_every: 1 since stop 53, 4 before; 0: the default)")
     ap.add_argument("--lend-share", type=int, default=0,
                     help="lend each executor 1/N of the device budget (KBENV_LEND_SHARE; default the plan's 8, 32 until stop 41): "
                          "more slots, so more calls per timed block")
@@ -67,6 +71,8 @@ def main() -> None:
     from kbenv.sandbox.result import EvalRequest
     from kbenv.sandbox.supervisor import Supervisor
     timing = timing_overrides(args.timing_budget) or None
+    if args.calibrate_every:
+        timing = {**(timing or {}), "calibrate_every": args.calibrate_every}
     try:
         from gpubusy import GpuBusy
         busy = GpuBusy.open(0) if args.device == "cuda" else None

@@ -41,10 +41,18 @@ class TimingPlan:
     (1.63 ms) became the denominator: the candidate was paid 1.20x where the other four evaluations paid
     1.08-1.10x.
 
-    On cuda the block's fixed cost is measured again in the warm-up round and the first three counted rounds, then
-    every ``calibrate_every`` rounds (:class:`BlockCalibration`): the fence's cost once a round took 2.1 s of the
-    37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), time the blocks that decide the ratio did not
-    get.
+    On cuda the block's fixed cost (:class:`BlockCalibration`) is measured again in the warm-up round and the first
+    three counted rounds, then every ``calibrate_every`` rounds where an estimate costs one one-call block per
+    trusted side (its long block is the round's own), and every ``cycled_calibrate_every`` rounds where it also
+    times a cycled long block (few slots: :func:`calibration_calls`), which costs up to six calls a side. The
+    candidate's own estimate (reported only) follows the cycled schedule. Why every round where it is cheap (stop
+    53): on an H100, problem 88 at full size (16 slots), one estimate spread 0.72-1.13 ms (p10-p90 of 60, eager's
+    process, ``benchmarks/intercept_spike.py``), and the figure removed is the median of the later half of a phase's
+    estimates: with one every four rounds that was four or five estimates, a noise of about 0.1 ms on a 2.7 ms
+    torch.compile block (4%, the CV 88 showed: 3.8% on the H200, stop 51). The cost is a one-call block per side
+    a round (88: about 3 ms of a 40 ms round). Before stop 53 every calibration was on the every-fourth schedule:
+    the fence's cost once took 2.1 s of the 37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), when a
+    calibration timed the fence seven times.
 
     The interval rule applies from ``interval_min_rounds`` counted rounds on (six paired ratios, six blocks of each
     order per side), never sooner: its half-width comes from the paired ratios' interquartile range, and from the
@@ -66,7 +74,8 @@ class TimingPlan:
     budget_s: float = 3.0
     prune_ratio: float = 1.5
     pruned_every: int = 3
-    calibrate_every: int = 4
+    calibrate_every: int = 1
+    cycled_calibrate_every: int = 4
     interval_min_rounds: int = 12
     interval_min_s: float = 1.2
 
@@ -80,9 +89,11 @@ class TimingPlan:
             return "interval"
         return "budget" if past_budget else None
 
-    def calibrates(self, r: int) -> bool:
-        """Whether round ``r`` (warm-up rounds included) measures the block's fixed cost again."""
-        return r < self.warmup_rounds + 3 or r % max(self.calibrate_every, 1) == 0
+    def calibrates(self, r: int, cycled: bool = False) -> bool:
+        """Whether round ``r`` (warm-up rounds included) measures the block's fixed cost again: with ``cycled``,
+        where the estimate would time a cycled long block (or for the candidate's own, reported estimate)."""
+        every = self.cycled_calibrate_every if cycled else self.calibrate_every
+        return r < self.warmup_rounds + 3 or r % max(every, 1) == 0
 
     @classmethod
     def for_device(cls, device: torch.device, **overrides) -> "TimingPlan":

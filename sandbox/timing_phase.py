@@ -24,7 +24,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
 from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan,
-                                  calibration_calls, flush_l2, settling, speedup, time_block)
+                                  calibration_calls, cycled_calls, flush_l2, settling, speedup, time_block)
 
 
 def _finite(x: float) -> float | None:
@@ -157,12 +157,15 @@ class TimingPhase:
                             replay += self._recheck(seeds, rng, r)
                     if counted >= 0:
                         (cand if name == "candidate" else series[name]).add(counted, per_call)
-                if self._calibrates(plan, r):  # the block's fixed cost again, under this
-                    # round's machine state, on a baseline timed this round (TimingPlan.calibrate_every); what is
+                # a calibration that would time a cycled long block for some side (few slots) is the costly kind
+                cycled = m != n and any(cycled_calls(m, n, blocks[name]) != n for name in timed)
+                if self._calibrates(plan, r, cycled):  # the block's fixed cost again, under this
+                    # round's machine state, on a baseline timed this round (TimingPlan.calibrates); what is
                     # removed is never measured on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
                         calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
-                    with split("block_calibration"):  # the candidate's own, reported only (its faults are its own)
+                if self._calibrates(plan, r, cycled=True):  # the candidate's own, reported only (its faults are
+                    with split("block_calibration"):  # its own), on the every-few-rounds schedule
                         calib.measure_own(self.lease, blocks["candidate"], sup.fence, self.device, deadline,
                                           max(deadline.at - time.monotonic(), 1), n)
                     cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
@@ -234,9 +237,9 @@ class TimingPhase:
             torch.cuda.synchronize(self.device)
         return True
 
-    def _calibrates(self, plan: TimingPlan, r: int) -> bool:
+    def _calibrates(self, plan: TimingPlan, r: int, cycled: bool = False) -> bool:
         """Whether round ``r`` measures the block's fixed cost (cuda only: the CPU's times earn no credit)."""
-        return self.device.type == "cuda" and plan.calibrates(r)
+        return self.device.type == "cuda" and plan.calibrates(r, cycled)
 
     def _baseline_block(self, name: str, lease: Lease) -> float:
         """A trusted baseline's block, under its own deadline (its failures: :meth:`_trusted_faults`)."""
