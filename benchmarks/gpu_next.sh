@@ -14,6 +14,9 @@
 # Stop 52's first call, never started (seven refused starts), to make first: `export GPU_RUN_UNTIL=$(( $(date +%s) +
 # 580 )); T=590 SET=redteam52 bash benchmarks/gpu_next.sh > $OUT/next.log 2>&1; TESTS_LIMIT=300 bash
 # benchmarks/gpu_run.sh tests >> $OUT/next.log 2>&1; tar -czf $OUT/results.tgz -C /tmp gpuout` (carry .whl and .bw).
+# SET=ab53 (stop 53, any card, T=540): the repeatability set with the block intercept estimated every round (the
+# default since stop 53), then every fourth (the rule before), on one host: whether it cuts the CV (88 3.8%, 40 2.6%,
+# dlrm/2 6.8% on the H200 at stop 51). The first call to make next.
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
@@ -59,6 +62,18 @@ if [[ ${SET:-} == redteam52 ]]; then
     bash benchmarks/gpu_run.sh redteam
   grep -v "^\s*$" /tmp/gpuout/redteam-only.log | tail -n 12
   tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
+elif [[ ${SET:-} == ab53 ]]; then  # stop 53, any card (about 450 s): the repeatability set with the intercept
+  # estimated every round (the default since stop 53), then every fourth (the rule before), on one host
+  P=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2
+  TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( ($(left) - 40) / 2 )) TRUSTED_TAG=every1 TRUSTED_ARGS="--size largest" \
+    bash benchmarks/gpu_run.sh trusted
+  TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( $(left) - 30 )) TRUSTED_TAG=every4 \
+    TRUSTED_ARGS="--size largest --calibrate-every 4" bash benchmarks/gpu_run.sh trusted
+  for t in every1 every4; do
+    echo "## $t"; grep -A1 '^==' /tmp/gpuout/trusted-$t.log
+    python3 "$PWD/benchmarks/lane_accuracy.py" --trusted /tmp/gpuout/trusted-$t.json | tail -n 5
+  done > /tmp/gpuout/ab53.txt 2>&1
+  cat /tmp/gpuout/ab53.txt; tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
 elif [[ ${SET:-} == compare ]]; then  # stop 51: one lane against three on one host, the cycled calibration block
   # (timing.calibration_calls): the repeatability set alone (any card; on an H200 issue 11's figure), then GRPO's shape
   # under three lanes, whose first evaluations find this host's caches warm from the first
