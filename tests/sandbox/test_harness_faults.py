@@ -471,7 +471,7 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
     from kbenv.sandbox.baselines import BaselineError
     from kbenv.sandbox.executors import CandidateFault
     from kbenv.sandbox.timing import BlockCalibration
-    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r: True)
+    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r, cycled=False: True)
     probed = []
     real = BlockCalibration.measure
 
