@@ -64,7 +64,7 @@ if [[ ${SET:-} == redteam52 ]]; then
   tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
 elif [[ ${SET:-} == ab53 ]]; then  # stop 53, any card (about 450 s): the repeatability set with the intercept
   # estimated every round (the default since stop 53), then every fourth (the rule before), on one host
-  P=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2
+  P=${AB_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}
   TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( ($(left) - 40) / 2 )) TRUSTED_TAG=every1 TRUSTED_ARGS="--size largest" \
     bash benchmarks/gpu_run.sh trusted
   TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( $(left) - 30 )) TRUSTED_TAG=every4 \
