@@ -14,7 +14,8 @@
 # Stop 52's first call, never started (seven refused starts), to make first: `export GPU_RUN_UNTIL=$(( $(date +%s) +
 # 580 )); T=590 SET=redteam52 bash benchmarks/gpu_next.sh > $OUT/next.log 2>&1; TESTS_LIMIT=300 bash
 # benchmarks/gpu_run.sh tests >> $OUT/next.log 2>&1; tar -czf $OUT/results.tgz -C /tmp gpuout` (carry .whl and .bw).
-# SET=ab53 (stop 53, any card, T=540): the repeatability set with the block intercept estimated every round (the
+# SET=ab53 (stop 53, any card, T=560): the block intercept's parts on 23 (the eager process and the honest
+# candidate's, intercept_spike.py), then the repeatability set with the block intercept estimated every round (the
 # default since stop 53), then every fourth (the rule before), on one host: whether it cuts the CV (88 3.8%, 40 2.6%,
 # dlrm/2 6.8% on the H200 at stop 51). The first call to make next.
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
@@ -65,6 +66,10 @@ if [[ ${SET:-} == redteam52 ]]; then
 elif [[ ${SET:-} == ab53 ]]; then  # stop 53, any card (about 450 s): the repeatability set with the intercept
   # estimated every round (the default since stop 53), then every fourth (the rule before), on one host
   P=${AB_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}
+  # first, the intercept's parts on 23's eager process and its honest candidate (about 60 s): whether the candidate's
+  # larger own intercept (h100-stop53.txt: 1.8 ms against eager's 1.1) is its path or its kernel
+  INTERCEPT_PROBLEM=kernelbench/level1/23 INTERCEPT_LIMIT=100 bash benchmarks/gpu_run.sh intercept
+  cat /tmp/gpuout/intercept.log
   TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( ($(left) - 40) / 2 )) TRUSTED_TAG=every1 TRUSTED_ARGS="--size largest" \
     bash benchmarks/gpu_run.sh trusted
   TRUSTED_PROBLEMS=$P REPEATS=5 TRUSTED_LIMIT=$(( $(left) - 30 )) TRUSTED_TAG=every4 \

@@ -67,7 +67,8 @@ for stage in "$@"; do
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
              --out "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.json" ${TRUSTED_ARGS:-} \
              > "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.log" 2>&1 ;;  # TRUSTED_TAG: several runs in one call
-    intercept) # issue 11: where a timed block's fixed cost goes (about 40 s): benchmarks/intercept_spike.py
+    intercept) # issue 11: where a timed block's fixed cost goes, on the eager process and the honest
+               # candidate's (about 60 s): benchmarks/intercept_spike.py
               timeout $(lim ${INTERCEPT_LIMIT:-120}) python3 "$R/benchmarks/intercept_spike.py" \
                 --problem "${INTERCEPT_PROBLEM:-kernelbench/level1/88}" --reps ${INTERCEPT_REPS:-60} \
                 --out "$OUT/intercept.json" > "$OUT/intercept.log" 2>&1 ;;
