@@ -471,7 +471,8 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
     from kbenv.sandbox.baselines import BaselineError
     from kbenv.sandbox.executors import CandidateFault
     from kbenv.sandbox.timing import BlockCalibration
-    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r, cycled=False: True)
+    asked = []  # (round, cycled): the trusted estimate's question and the candidate's own (cycled=True) each round
+    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r, cycled=False: asked.append((r, cycled)) or True)
     probed = []
     real = BlockCalibration.measure
 
@@ -484,6 +485,10 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         assert probed and all(probed)  # trusted executors only
+        # each round asks twice: for the trusted estimate (cycled where its long block cycles over the slots, as the
+        # calibration's long block says) and, on the every-few-rounds schedule, for the candidate's own
+        rounds, cycled = sorted({r for r, _ in asked}), r.timings["calibration_calls"] > r.timings["calls_per_block"]
+        assert asked == [(k, c) for k in rounds for c in (cycled, True)], (asked, r.timings["calibration_calls"])
         n, m = r.timings["calls_per_block"], r.timings["calibration_calls"]
         assert m >= n and (len(r.timings["block_overhead_estimates_ms"]) > 0) == (m > 1)
         # what the removed intercepts add (their noise, and the gap), reported with every timed result
