@@ -34,16 +34,14 @@ import argparse
 import ctypes
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-
-def known_good(pid: str) -> str:
-    from kbenv.agents.scripted import KnownGoodPolicy
-    from kbenv.prompts import extract_code
-    obs = {"problem_id": pid, "prompt": "", "system": "", "turn": 0, "feedback": ""}
-    return extract_code(KnownGoodPolicy().act(obs))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slot_bias import known_good  # noqa: E402  (the problem's known-good kernel, as the other benches take it)
 
 
 def measure(sup, lease, n: int, reps: int) -> dict:
