@@ -164,13 +164,13 @@ class TimingPhase:
                     # removed is never measured on the candidate's executor
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
                         calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
+                    cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
+                    for name, s in series.items():
+                        s.overhead_s = calib.side_s(name)
                 if self._calibrates(plan, r, cycled=True):  # the candidate's own, reported only (its faults are
                     with split("block_calibration"):  # its own), on the every-few-rounds schedule
                         calib.measure_own(self.lease, blocks["candidate"], sup.fence, self.device, deadline,
                                           max(deadline.at - time.monotonic(), 1), n)
-                    cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
-                    for name, s in series.items():
-                        s.overhead_s = calib.side_s(name)
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     schedule.after_round(counted, series)

@@ -463,6 +463,45 @@ def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one
         sup.close()
 
 
+def test_the_removed_intercepts_follow_the_trusted_estimates_whatever_the_candidates_own_schedule(cache_dir,
+                                                                                              monkeypatch):
+    """The figures removed from each side's blocks are updated with every trusted estimate, whether or not the
+    candidate's own (reported) estimate is taken that round: here the trusted estimate every round and the
+    candidate's never (forced on the CPU). At the phase's end each side's removed figure is its calibration's, and
+    the candidate's is the least of them."""
+    import pytest as _pytest
+
+    from kbenv.sandbox import timing
+    from kbenv.sandbox import timing_phase as E
+    asked = []
+
+    def trusted_only(self, plan, r, cycled=False):  # a round asks for the trusted estimate first, then the own one
+        asked.append(r)
+        return asked.count(r) == 1
+    monkeypatch.setattr(E.TimingPhase, "_calibrates", trusted_only)
+    monkeypatch.setattr(timing, "intercept", lambda k, one_s, per_call_s: 5e-4)  # every estimate 0.5 ms (the
+    # CPU's come out at 0, the figure before any estimate, which would hide a figure never updated)
+    seen = []
+    real_speedup = E.speedup
+
+    def spy(cand, series):
+        seen.append((cand.overhead_s, {k: s.overhead_s for k, s in series.items()}))
+        return real_speedup(cand, series)
+    monkeypatch.setattr(E, "speedup", spy)
+    sup = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
+        assert r.verdict == "pass", (r.category, r.reason, r.error)
+        t = r.timings
+        assert t["own_intercept_estimates_ms"] == [], t  # never taken
+        assert t["block_overhead_estimates_ms"] and all(t["block_overhead_estimates_ms"].values()), t
+        cand_s, by_side = seen[-1]  # the final speedup's figures
+        assert cand_s == _pytest.approx(5e-4) and t["block_overhead_ms"] == _pytest.approx(0.5), (cand_s, t)
+        assert by_side and all(v == _pytest.approx(5e-4) for v in by_side.values()), by_side
+    finally:
+        sup.close()
+
+
 def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_harness_error(cache_dir, monkeypatch):
     """The block's fixed cost is measured on a trusted baseline's executor (``timing.BlockCalibration``, cuda only:
     here forced on the CPU, where it runs through the same path); a failure of that trusted work is kbenv's fault,
