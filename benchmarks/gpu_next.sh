@@ -11,13 +11,14 @@
 # SET=redteam52 (stop 52, any card, about 4 minutes): the rows stop 52 added or changed, at the largest size, with
 # their honest twins, so that run_suite holds the passing ones to them (19:reply_bomb and 19:oversized_source rejected,
 # 23:inflate_own_intercept and 19:look_ahead within noise of their twins); T=300 is enough. SET=compare is its own call.
-# Stop 52's first call, never started (seven refused starts), to make first: `export GPU_RUN_UNTIL=$(( $(date +%s) +
-# 580 )); T=590 SET=redteam52 bash benchmarks/gpu_next.sh > $OUT/next.log 2>&1; TESTS_LIMIT=300 bash
-# benchmarks/gpu_run.sh tests >> $OUT/next.log 2>&1; tar -czf $OUT/results.tgz -C /tmp gpuout` (carry .whl and .bw).
+# (Ran at stop 53 on an H100, with test_gpu.py after it: docs/results/h100-stop53.txt.)
 # SET=ab53 (stop 53, any card, T=560): the block intercept's parts on 23 (the eager process and the honest
 # candidate's, intercept_spike.py), then the repeatability set with the block intercept estimated every round (the
 # default since stop 53), then every fourth (the rule before), on one host: whether it cuts the CV (88 3.8%, 40 2.6%,
-# dlrm/2 6.8% on the H200 at stop 51). The first call to make next.
+# dlrm/2 6.8% on the H200 at stop 51). The first call to make next, with test_gpu.py after it (92f6c93 and dfd7dff
+# changed the cuda timing path): `export GPU_RUN_UNTIL=$(( $(date +%s) + 580 )); T=560 SET=ab53 bash
+# benchmarks/gpu_next.sh > $OUT/next.log 2>&1; TESTS_LIMIT=300 bash benchmarks/gpu_run.sh tests >> $OUT/next.log 2>&1;
+# tar -czf $OUT/results.tgz -C /tmp gpuout` needs about 800 s: on one call, AB_PROBLEMS=kernelbench/level1/88,dlrm/2.
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
