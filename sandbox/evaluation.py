@@ -1,10 +1,12 @@
 """One evaluation of one candidate: its phases, top to bottom.
 
-compile -> correctness (the decoy beside it, where the memory plan has room) -> timing (``timing_phase``) -> the
-decoy (where it could not run beside correctness) -> verdict. Each phase is a short method over this evaluation's own
-state; each has a wall-clock budget enforced from outside the executor (``Deadline``). Every deciding fact is
-observed here: outputs and inputs read from lent memory after the fence, the supervisor's clock, and the
-supervisor's own no-op rewrite of the source. The executor's replies only ever fail a candidate.
+compile -> correctness (``correctness_phase``; the decoy beside it, where the memory plan has room) -> timing
+(``timing_phase``) -> the decoy (``decoy_phase``, where it could not run beside correctness) -> verdict. Each phase
+is a short method or a phase object over this evaluation's own state; each has a wall-clock budget enforced from
+outside the executor (``Deadline``). An out-of-memory of the trusted side is judged by ``memory_blame``. Every
+deciding fact is observed on the supervisor's side: outputs and inputs read from lent memory after the fence, the
+supervisor's clock, and the supervisor's own no-op rewrite of the source. The executor's replies only ever fail a
+candidate.
 """
 
 from __future__ import annotations
