@@ -469,7 +469,6 @@ def test_the_removed_intercepts_follow_the_trusted_estimates_whatever_the_candid
     candidate's own (reported) estimate is taken that round: here the trusted estimate every round and the
     candidate's never (forced on the CPU). At the phase's end each side's removed figure is its calibration's, and
     the candidate's is the least of them."""
-    import pytest as _pytest
 
     from kbenv.sandbox import timing
     from kbenv.sandbox import timing_phase as E
@@ -496,8 +495,8 @@ def test_the_removed_intercepts_follow_the_trusted_estimates_whatever_the_candid
         assert t["own_intercept_estimates_ms"] == [], t  # never taken
         assert t["block_overhead_estimates_ms"] and all(t["block_overhead_estimates_ms"].values()), t
         cand_s, by_side = seen[-1]  # the final speedup's figures
-        assert cand_s == _pytest.approx(5e-4) and t["block_overhead_ms"] == _pytest.approx(0.5), (cand_s, t)
-        assert by_side and all(v == _pytest.approx(5e-4) for v in by_side.values()), by_side
+        assert cand_s == pytest.approx(5e-4) and t["block_overhead_ms"] == pytest.approx(0.5), (cand_s, t)
+        assert by_side and all(v == pytest.approx(5e-4) for v in by_side.values()), by_side
     finally:
         sup.close()
 
