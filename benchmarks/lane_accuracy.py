@@ -7,11 +7,10 @@ rollout records (``kbenv export``; under ``--lanes``, several episodes per probl
 run makes). Printed per problem and source: the evaluations, their speedups' range, mean and coefficient of
 variation, the calls per timed block and per calibration block (``timing.calibration_calls``), and the removed
 intercepts' reported noise and gap (``timings.intercept_rel_ci95``, ``intercept_gap_rel``) with the intercept removed
-by side, the speedups had the candidate's own intercept, clamped, been removed (``speedup_own_intercept``), and
-the candidate's own intercept as measured (the median of ``own_intercept_estimates_ms``, unclamped) with the
-trusted side it lies nearer in each evaluation. The candidate's process is an executor like eager's: where its own
-intercept sits at eager's, the least-intercept rule's mean is the unbiased one (stop 52's note). Figures only: it
-decides nothing.
+by side, the speedups the least-intercept rule (stops 48-53) would have paid on the same evaluations
+(``speedup_least_intercept``, since stop 54; records before it paid by that rule), and the candidate's own intercept
+as measured (the median of ``own_intercept_estimates_ms``) with the trusted side it lies nearer in each
+evaluation. Figures only: it decides nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ class Row:
     intercept_ci: float | None
     intercept_gap: float | None
     by_side_ms: dict
-    own: float | None = None  # the speedup with the candidate's own intercept, clamped (reported only)
+    least: float | None = None  # the speedup the least-intercept rule would have paid (reported only)
     own_ms: float | None = None  # the candidate's own intercept, the median of its estimates (unclamped)
 
     def nearer(self) -> str | None:
@@ -54,7 +53,7 @@ def from_trusted(path: str) -> dict[str, list[Row]]:
                 out.setdefault(pid, []).append(Row(r["speedup"], r.get("calls_per_block") or r.get("slots"),
                                                    r.get("calibration_calls"), r.get("intercept_rel_ci95"),
                                                    r.get("intercept_gap_rel"), r.get("block_overhead_by_side_ms") or {},
-                                                   r.get("speedup_own_intercept"),
+                                                   r.get("speedup_least_intercept"),
                                                    _median(r.get("own_intercept_estimates_ms"))))
     return out
 
@@ -68,7 +67,7 @@ def from_records(path: str) -> dict[str, list[Row]]:
             out.setdefault(r["problem"], []).append(Row(r["speedup"], t.get("calls_per_block"), t.get("calibration_calls"),
                                                         t.get("intercept_rel_ci95"), t.get("intercept_gap_rel"),
                                                         t.get("block_overhead_by_side_ms") or {},
-                                                        t.get("speedup_own_intercept"),
+                                                        t.get("speedup_least_intercept"),
                                                         _median(t.get("own_intercept_estimates_ms"))))
     return out
 
@@ -85,13 +84,13 @@ def show(source: str, rows: dict[str, list[Row]]) -> None:
         cv = statistics.stdev(s) / mean if len(s) > 1 else float("nan")
         sides = sorted({k for r in rs for k in r.by_side_ms})
         by_side = ", ".join(f"{k} {span(r.by_side_ms.get(k) for r in rs)} ms" for k in sides)
-        own = [r.own for r in rs if r.own]
+        least = [r.least for r in rs if r.least]
         nearer = [r.nearer() for r in rs if r.nearer()]
         own_ms_txt = (f" | candidate's own {span(r.own_ms for r in rs)} ms, nearer "
                       + ", ".join(f"{k} {nearer.count(k)}" for k in sorted(set(nearer)))) if nearer else ""
-        own_txt = (f" | own intercept {min(own):.3f}-{max(own):.3f}x CV "
-                   f"{100 * statistics.stdev(own) / statistics.fmean(own):.2f}%") if len(own) > 1 else ""
-        print(f"{pid:24s} {source:10s} n={len(s)} {min(s):.3f}-{max(s):.3f}x mean {mean:.3f} CV {100 * cv:.2f}%{own_txt} "
+        least_txt = (f" | least rule {min(least):.3f}-{max(least):.3f}x CV "
+                     f"{100 * statistics.stdev(least) / statistics.fmean(least):.2f}%") if len(least) > 1 else ""
+        print(f"{pid:24s} {source:10s} n={len(s)} {min(s):.3f}-{max(s):.3f}x mean {mean:.3f} CV {100 * cv:.2f}%{least_txt} "
               f"calls {span(r.calls for r in rs)} calib {span(r.calibration_calls for r in rs)} "
               f"intercept_ci {span(r.intercept_ci for r in rs)} gap {span(r.intercept_gap for r in rs)} | {by_side}"
               f"{own_ms_txt}")

@@ -112,7 +112,8 @@ def main() -> None:
                "rounds": r.timings.get("rounds"), "stopped_by": r.timings.get("stopped_by"),
                "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
-               "block_overhead_ms": r.timings.get("block_overhead_ms"),  # the candidate's (the least trusted side's)
+               "block_overhead_ms": r.timings.get("block_overhead_ms"),  # the candidate's (BlockCalibration.candidate_s)
+               "block_overhead_rule": r.timings.get("block_overhead_rule"),
                "block_overhead_by_side_ms": r.timings.get("block_overhead_by_side_ms"),
                "block_overhead_estimates_ms": r.timings.get("block_overhead_estimates_ms"),
                "intercept_rel_ci95": r.timings.get("intercept_rel_ci95"),
@@ -120,7 +121,7 @@ def main() -> None:
                "calls_per_block": r.timings.get("calls_per_block"),
                "calibration_calls": r.timings.get("calibration_calls"),
                "own_intercept_estimates_ms": r.timings.get("own_intercept_estimates_ms"),
-               "speedup_own_intercept": r.timings.get("speedup_own_intercept"),
+               "speedup_least_intercept": r.timings.get("speedup_least_intercept"),
                "baseline_per_call_ms": r.timings.get("baseline_per_call_ms"),
                "wall_s": round(wall, 3), "phases": r.phase_seconds, "fence": r.facts.get("fence"),
                "baseline_setup": r.facts.get("baseline_setup"), "timing_setup_s": r.facts.get("timing_setup_s"),

@@ -24,7 +24,7 @@ from kbenv.sandbox.executors import CandidateFault, Deadline, Lease
 from kbenv.sandbox.lent import PATTERN_A
 from kbenv.sandbox.result import EvalResult
 from kbenv.sandbox.timing import (BaselineSchedule, BlockCalibration, PhaseSplit, Series, TimingPlan,
-                                  calibration_calls, cycled_calls, flush_l2, settling, speedup, time_block)
+                                  calibration_calls, cycled_calls, fastest, flush_l2, settling, speedup, time_block)
 
 
 def _finite(x: float) -> float | None:
@@ -106,11 +106,11 @@ class TimingPhase:
         plan: TimingPlan = sup.timing_plan
         deadline = Deadline("timing", sup.limits["timing_s"])
         n = len(self.layout.slots)
-        # the fixed cost per block removed from every side's blocks, measured on trusted processes only, each
-        # estimate against a trusted block of m calls (a few slots: cycled over them, timing.calibration_calls)
+        # the fixed cost per block removed from every side's blocks (BlockCalibration), each trusted estimate
+        # against a trusted block of m calls (a few slots: cycled over them, timing.calibration_calls)
         calib = BlockCalibration(sup.baselines.overhead_s)
         m = calibration_calls(n, self.layout.slot_bytes, memplan.l2_bytes(self.device))
-        cand = Series("candidate", calls=n, overhead_s=calib.overhead_s)
+        cand = Series("candidate", calls=n, overhead_s=calib.least_s)
         series = {name: Series(name, calls=n, overhead_s=calib.side_s(name)) for name in bases}
         replay: list = []
         rng = torch.Generator().manual_seed(sup.secret.seed("picks", self.eval_id))
@@ -160,17 +160,17 @@ class TimingPhase:
                 # a calibration that would time a cycled long block for some side (few slots) is the costly kind
                 cycled = m != n and any(cycled_calls(m, n, blocks[name]) != n for name in timed)
                 if self._calibrates(plan, r, cycled):  # the block's fixed cost again, under this
-                    # round's machine state, on a baseline timed this round (TimingPlan.calibrates); what is
-                    # removed is never measured on the candidate's executor
+                    # round's machine state (TimingPlan.calibrates): each baseline timed this round its own, and
+                    # the candidate's own, which only caps what its blocks lose (its faults are its own)
                     with split("block_calibration"), self._trusted_faults("calibration", timed):
                         calib.measure(timed, blocks, sup.fence, self.device, Deadline("calibration", 60.0), n, m)
-                    cand.overhead_s = calib.overhead_s  # the least trusted side's; each baseline its own
-                    for name, s in series.items():
-                        s.overhead_s = calib.side_s(name)
-                if self._calibrates(plan, r, cycled=True):  # the candidate's own, reported only (its faults are
-                    with split("block_calibration"):  # its own), on the every-few-rounds schedule
+                    with split("block_calibration"):
                         calib.measure_own(self.lease, blocks["candidate"], sup.fence, self.device, deadline,
                                           max(deadline.at - time.monotonic(), 1), n)
+                    for name, s in series.items():
+                        s.overhead_s = calib.side_s(name)
+                    # the compared baseline's, capped by the candidate's own (BlockCalibration.candidate_s)
+                    cand.overhead_s = calib.candidate_s(fastest(series))
                 if r >= plan.warmup_rounds:
                     rounds += 1
                     schedule.after_round(counted, series)
@@ -183,12 +183,12 @@ class TimingPhase:
             for lease in bases.values():  # the trusted sides run again (kept for the next evaluation, or closed)
                 sup.fence.release(lease.proc)
             self.ev._tick("timing", t0)
+        best_name = fastest(series)
+        cand.overhead_s = calib.candidate_s(best_name)
         sp = speedup(cand, series)
         best = series[sp.best]
-        # reported only: the speedup had the candidate's own intercept, clamped to the trusted range, been removed
-        own = calib.own_clamped_s()
-        own_sp = (speedup(Series("candidate", list(cand.raw_s), n, own, list(cand.rounds)), series)
-                  if own is not None else None)
+        # reported only: what the least-intercept rule (stops 48-53) would have paid, for comparison on one record
+        least_sp = speedup(Series("candidate", list(cand.raw_s), n, calib.least_s, list(cand.rounds)), series)
         # the removed intercepts: their noise (beside the interval), and how far they may understate the candidate
         intercept_ci, intercept_gap = calib.uncertainty(sp.best, cand.typical[0], best.typical[0], n)
         floor_ms = sup.floor_ms(self.problem, self.req.size, self.precision, *self.ev.official_spec)
@@ -198,9 +198,10 @@ class TimingPhase:
                        "budget_s": plan.budget_s, "stopped_by": stopped_by,
                        # the longest block a calibration timed, in calls (cycled over the slots where they are few)
                        "calls_per_block": n, "calibration_calls": max(calib.long_calls.values(), default=n),
-                       # removed from the candidate's blocks (BlockCalibration: the least trusted side's), and from
-                       # each trusted side's own
-                       "block_overhead_ms": round(1e3 * calib.overhead_s, 4),
+                       # removed from the candidate's blocks (BlockCalibration.candidate_s, by the rule named), and
+                       # from each trusted side's own
+                       "block_overhead_ms": round(1e3 * cand.overhead_s, 4),
+                       "block_overhead_rule": calib.candidate_rule(best_name),
                        "block_overhead_by_side_ms": {name: round(1e3 * calib.side_s(name), 4) for name in series},
                        "block_overhead_estimates_ms": {name: [round(1e3 * c, 4) for c in est]
                                                        for name, est in calib.estimates.items()},
@@ -212,7 +213,7 @@ class TimingPhase:
                        "speedup_rel_ci95": _finite(sp.rel_ci95), "paired_rel_ci95": _finite(sp.paired_rel_ci95),
                        "intercept_rel_ci95": round(intercept_ci, 4), "intercept_gap_rel": round(intercept_gap, 4),
                        "own_intercept_estimates_ms": [round(1e3 * c, 4) for c in calib.own],
-                       "speedup_own_intercept": _finite(round(own_sp.ratio, 5)) if own_sp is not None else None,
+                       "speedup_least_intercept": _finite(round(least_sp.ratio, 5)),
                        "floor_ms": floor_ms,
                        "per_call_ms": [round(1e3 * x, 5) for x in cand.per_call_s]}
         res.facts["spare_paused"] = len(paused)

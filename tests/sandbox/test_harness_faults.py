@@ -463,23 +463,25 @@ def test_a_sandbox_dies_with_the_thread_that_spawned_it_so_side_work_runs_on_one
         sup.close()
 
 
-def test_the_removed_intercepts_follow_the_trusted_estimates_whatever_the_candidates_own_schedule(cache_dir,
-                                                                                              monkeypatch):
-    """The figures removed from each side's blocks are updated with every trusted estimate, whether or not the
-    candidate's own (reported) estimate is taken that round: here the trusted estimate every round and the
-    candidate's never (forced on the CPU). At the phase's end each side's removed figure is its calibration's, and
-    the candidate's is the least of them."""
+@pytest.mark.parametrize("own_ms, rule, removed_ms", [(0.9, "compared", 0.5), (0.3, "own", 0.3)])
+def test_the_removed_intercepts_follow_each_calibrated_round(cache_dir, monkeypatch, own_ms, rule, removed_ms):
+    """The figures removed from each side's blocks are updated with every calibrated round (forced on the CPU):
+    every trusted estimate 0.5 ms, the candidate's own ``own_ms``. At the phase's end each baseline has its
+    calibration's figure removed, the candidate the compared baseline's capped by its own (its rule named), and
+    the speedup the least rule would have paid is reported beside it."""
 
     from kbenv.sandbox import timing
     from kbenv.sandbox import timing_phase as E
-    asked = []
+    from kbenv.sandbox.timing import BlockCalibration
+    monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r, cycled=False: True)
+    monkeypatch.setattr(timing, "intercept", lambda k, one_s, per_call_s: 5e-4)  # every trusted estimate 0.5 ms
+    # (the CPU's come out at 0, the figure before any estimate, which would hide a figure never updated)
+    real_own = BlockCalibration.measure_own
 
-    def trusted_only(self, plan, r, cycled=False):  # a round asks for the trusted estimate first, then the own one
-        asked.append(r)
-        return asked.count(r) == 1
-    monkeypatch.setattr(E.TimingPhase, "_calibrates", trusted_only)
-    monkeypatch.setattr(timing, "intercept", lambda k, one_s, per_call_s: 5e-4)  # every estimate 0.5 ms (the
-    # CPU's come out at 0, the figure before any estimate, which would hide a figure never updated)
+    def own(self, *a, **k):
+        real_own(self, *a, **k)
+        self.own[-1] = own_ms * 1e-3
+    monkeypatch.setattr(BlockCalibration, "measure_own", own)
     seen = []
     real_speedup = E.speedup
 
@@ -492,11 +494,13 @@ def test_the_removed_intercepts_follow_the_trusted_estimates_whatever_the_candid
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         t = r.timings
-        assert t["own_intercept_estimates_ms"] == [], t  # never taken
+        assert t["own_intercept_estimates_ms"] and set(t["own_intercept_estimates_ms"]) == {own_ms}, t
         assert t["block_overhead_estimates_ms"] and all(t["block_overhead_estimates_ms"].values()), t
-        cand_s, by_side = seen[-1]  # the final speedup's figures
-        assert cand_s == pytest.approx(5e-4) and t["block_overhead_ms"] == pytest.approx(0.5), (cand_s, t)
+        cand_s, by_side = seen[-2]  # the paid speedup's figures (the last: the least rule's, reported)
+        assert cand_s == pytest.approx(removed_ms * 1e-3) and t["block_overhead_ms"] == pytest.approx(removed_ms)
+        assert t["block_overhead_rule"] == rule and seen[-1][0] == pytest.approx(5e-4), (t, seen[-1])
         assert by_side and all(v == pytest.approx(5e-4) for v in by_side.values()), by_side
+        assert t["speedup_least_intercept"] > 0, t
     finally:
         sup.close()
 
@@ -509,7 +513,7 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
     from kbenv.sandbox.baselines import BaselineError
     from kbenv.sandbox.executors import CandidateFault
     from kbenv.sandbox.timing import BlockCalibration
-    asked = []  # (round, cycled): the trusted estimate's question and the candidate's own (cycled=True) each round
+    asked = []  # (round, cycled): a round's question, for the trusted estimates and the candidate's own
     monkeypatch.setattr(E.TimingPhase, "_calibrates", lambda self, plan, r, cycled=False: asked.append((r, cycled)) or True)
     probed = []
     real = BlockCalibration.measure
@@ -523,17 +527,18 @@ def test_the_block_calibration_runs_on_a_trusted_baseline_and_its_failure_is_a_h
         r = sup.evaluate(EvalRequest(problem=PID, candidate=GOOD))
         assert r.verdict == "pass", (r.category, r.reason, r.error)
         assert probed and all(probed)  # trusted executors only
-        # each round asks twice: for the trusted estimate (cycled where its long block cycles over the slots, as the
-        # calibration's long block says) and, on the every-few-rounds schedule, for the candidate's own
+        # each round asks once (cycled where the trusted long block cycles over the slots, as the calibration's
+        # long block says), for the trusted estimates and the candidate's own alike
         rounds, cycled = sorted({r for r, _ in asked}), r.timings["calibration_calls"] > r.timings["calls_per_block"]
-        assert asked == [(k, c) for k in rounds for c in (cycled, True)], (asked, r.timings["calibration_calls"])
+        assert asked == [(k, cycled) for k in rounds], (asked, r.timings["calibration_calls"])
         n, m = r.timings["calls_per_block"], r.timings["calibration_calls"]
         assert m >= n and (len(r.timings["block_overhead_estimates_ms"]) > 0) == (m > 1)
         # what the removed intercepts add (their noise, and the gap), reported with every timed result
         t = r.timings
         assert t["intercept_rel_ci95"] >= 0 and t["intercept_gap_rel"] >= 0, t
-        # the candidate's own intercept, reported only (BlockCalibration.measure_own)
-        assert len(t["own_intercept_estimates_ms"]) > 0 and t["speedup_own_intercept"] > 0, t
+        # the candidate's own intercept, a cap on what its blocks lose (BlockCalibration.measure_own)
+        assert len(t["own_intercept_estimates_ms"]) > 0 and t["speedup_least_intercept"] > 0, t
+        assert t["block_overhead_rule"] in ("compared", "own"), t
 
         def failing(self, *a, **k):
             raise CandidateFault("timeout", "the executor's GPU work did not end within 60 s of its reply")

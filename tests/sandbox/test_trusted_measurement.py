@@ -582,8 +582,8 @@ def test_timed_calls_of_a_tensor_core_problem_take_the_path_zero_mean_inputs_tak
 def test_the_intercept_is_estimated_every_round_where_cheap_and_every_few_where_cycled():
     """An estimate that reuses the round's own blocks costs one one-call block per trusted side: every round (stop
     53: with one every four rounds, 88's figure was the median of four or five estimates spread 0.7-1.1 ms). One
-    that times a cycled long block (up to six calls a side), and the candidate's own (reported only), come in the
-    first rounds and then every fourth."""
+    that times a cycled long block (up to six calls a side) comes in the first rounds and then every fourth; the
+    candidate's own comes with either (``TimingPhase``)."""
     from kbenv.sandbox.timing import TimingPlan
     plan = TimingPlan()
     assert [r for r in range(20) if plan.calibrates(r)] == list(range(20))

@@ -1,17 +1,16 @@
 # expect: pass
 """Known-wrong candidate for KernelBench level 1 #23 (Softmax): the known-good kernel, plus slow blocks of one call,
-an attack on a rule kbenv does not pay by.
+to inflate its own intercept estimate.
 
 The timing phase estimates each side's fixed cost of a block (its intercept: the fence, the wake-ups) from a block
-of one call against a longer one, and removes from the candidate's blocks the least of the trusted sides'
-intercepts. The candidate's own intercept is measured the same way, from its own one-call block, and only reported
-(``timings.own_intercept_estimates_ms``, ``speedup_own_intercept``). A block's frame says how many calls it holds,
-and the executor's loop shares the candidate's process, so this candidate rebinds it to sleep 2 ms after any block
-of one call: its own intercept comes out about 2 ms larger. Under a rule that removed the candidate's own
-intercept, even clamped to the trusted sides' range, that would be paid as the whole spread of the trusted
-intercepts, every block (at stop 51 on an H200, 0.05-0.53 ms a block: up to 13% of problem 88's 2.7 ms block).
-Under kbenv's rule it buys nothing: it passes, held to its honest twin (the same kernel) within noise on a GPU, and
-its ``speedup_own_intercept`` shows what the other rule would have paid.
+of one call against a longer one. Since stop 54 the candidate's blocks lose the compared baseline's intercept, never
+more than the upper end of the candidate's own estimate (``BlockCalibration.candidate_s``); the own estimate comes
+from the candidate's own one-call blocks. A block's frame says how many calls it holds, and the executor's loop
+shares the candidate's process, so this candidate rebinds it to sleep 2 ms after any block of one call: its own
+intercept comes out about 2 ms larger. Had the own estimate been removed as measured, that would be paid every
+block; as a cap it buys at most the compared baseline's figure, which its honest twin (the same kernel, whose own
+fixed cost measured above eager's on an H100 at stop 53: 1.80 ms against 1.08) is removed anyway. It passes, held
+to its twin within noise on a GPU (``kbenv redteam``); ``timings.block_overhead_rule`` reads ``compared``.
 """
 import sys
 import time
