@@ -438,7 +438,8 @@ def sandbox_env(workdir: Path, device: str, in_bwrap: bool) -> dict:
            "TRITON_CACHE_DIR": str(home / ".triton"),
            "TORCH_EXTENSIONS_DIR": EXT_DIR if in_bwrap else str(workdir / ".torch_ext"),
            "TORCHINDUCTOR_CACHE_DIR": str(home / ".inductor"),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device}
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "KBENV_WORKER_DEVICE": device,
+           "KBENV_SANDBOXED": "1"}  # kbenv's public API and env registry left out of it (kbenv/__init__.py)
     for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
         if k in os.environ:
             env[k] = os.environ[k]
