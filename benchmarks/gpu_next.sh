@@ -19,6 +19,11 @@
 # changed the cuda timing path): `export GPU_RUN_UNTIL=$(( $(date +%s) + 580 )); T=560 SET=ab53 bash
 # benchmarks/gpu_next.sh > $OUT/next.log 2>&1; TESTS_LIMIT=300 bash benchmarks/gpu_run.sh tests >> $OUT/next.log 2>&1;
 # tar -czf $OUT/results.tgz -C /tmp gpuout` needs about 800 s: on one call, AB_PROBLEMS=kernelbench/level1/88,dlrm/2.
+# SET=rule54 (stop 54, any card; on an H200 issue 11's figure; T=580): the repeatability set at full size under the
+# intercept rule since stop 54 (the compared baseline's, capped by the candidate's own), with lane_accuracy.py
+# printing the least rule's speedups from the same records beside the paid ones (a paired A/B), then
+# 23:inflate_own_intercept and 23:spin_and_shape with their honest twin, then test_gpu.py with the time left. THE FIRST CALL TO MAKE NEXT:
+# `T=580 SET=rule54 bash benchmarks/gpu_next.sh > $OUT/next.log 2>&1; cp -r /tmp/gpuout $OUT/` (ab53 after it).
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
 # SET=trusted (any card): the repeatability set, 89:sleep_import, test_gpu.py.
@@ -63,6 +68,16 @@ if [[ ${SET:-} == redteam52 ]]; then
     REDTEAM_ONLY="19:reply_bomb 19:oversized_source 23:inflate_own_intercept 19:look_ahead level1/19:correct level1/23:correct" \
     bash benchmarks/gpu_run.sh redteam
   grep -v "^\s*$" /tmp/gpuout/redteam-only.log | tail -n 12
+  tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
+elif [[ ${SET:-} == rule54 ]]; then  # stop 54 (about 560 s): the rule's repeatability, its known-bad row, the GPU tests
+  TRUSTED_PROBLEMS=kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2 REPEATS=5 \
+    TRUSTED_LIMIT=$(( $(left) - 300 )) TRUSTED_ARGS="--size largest" bash benchmarks/gpu_run.sh trusted
+  python3 "$PWD/benchmarks/lane_accuracy.py" --trusted /tmp/gpuout/trusted.json > /tmp/gpuout/rule54.txt 2>&1
+  cat /tmp/gpuout/rule54.txt
+  (( $(left) > 200 )) && REDTEAM_SHARDS="" REDTEAM_ONLY_LIMIT=100 \
+    REDTEAM_LIMITS="--limit compile=60 --limit trial=20 --limit timing=60" \
+    REDTEAM_ONLY="23:inflate_own_intercept 23:spin_and_shape level1/23:correct" bash benchmarks/gpu_run.sh redteam
+  (( $(left) > 120 )) && TESTS_LIMIT=$(( $(left) - 15 )) bash benchmarks/gpu_run.sh tests
   tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
 elif [[ ${SET:-} == ab53 ]]; then  # stop 53, any card (about 450 s): the repeatability set with the intercept
   # estimated every round (the default since stop 53), then every fourth (the rule before), on one host
