@@ -576,7 +576,7 @@ def _read_all(fd: int, until: bytes, timeout_s: float) -> bytes:
     """What ``fd`` yields until it ends with ``until`` or closes, within ``timeout_s``."""
     import select
     out, end = b"", time.monotonic() + timeout_s
-    while not out.endswith(until):
+    while not out.rstrip().endswith(until):
         left = end - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
             raise SpawnError(f"the sandbox did not start within {timeout_s:.0f} s")
