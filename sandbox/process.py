@@ -17,7 +17,6 @@ supervisor's executor runs in a user namespace as the supervisor's own uid, whic
 from __future__ import annotations
 
 import glob
-import json
 import os
 import resource
 import shutil
@@ -30,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from kbenv.sandbox import cpus as cpus_mod, wire, zygote
+from kbenv.sandbox import cpus as cpus_mod, wire
 
 NOBODY = 65534
 # As root, each sandboxed process (an executor, a builder) runs as a host uid of its own, drawn from this range
@@ -486,10 +485,11 @@ def spawn(root: Path, device: str, sandbox: str, memory_limit: int | None, host_
     elif not trusted and os.getuid() == 0:
         os.chown(workdir, NOBODY, NOBODY)
 
+    from kbenv.sandbox import zygote  # (it imports this module)
     limits = {"cpus": list(cpus) if cpus else None, "as_root": as_root, "trusted": trusted,
               "memory_limit": memory_limit, "cuda": cuda, "host_memory_cap": host_memory_cap}
     if sandboxed and as_root and zygote.enabled(device):
-        proc = _forked(workdir, cuda, env, pass_fds, limits)
+        proc = zygote.spawn_forked(workdir, cuda, env, pass_fds, limits)
     else:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, cwd=workdir, pass_fds=pass_fds, preexec_fn=lambda: child_limits(**limits))
@@ -518,73 +518,6 @@ def child_limits(cpus: list | None, as_root: bool, trusted: bool, memory_limit: 
         which = resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS
         if not cuda or host_memory_cap:
             resource.setrlimit(which, (memory_limit, memory_limit))
-
-
-# the sandbox's placeholder (zygote): it says it runs (every mount in place), then waits until the executor, the one
-# writer of its stdin, is gone; bubblewrap's init, and with it the sandbox, ends with it
-_PLACEHOLDER = "import os, sys; w = int(sys.argv[1]); os.write(w, b'1'); os.close(w); os.read(0, 1)"
-_FORK_SERVERS: dict = {}
-_FORK_LOCK = threading.Lock()
-SKELETON_TIMEOUT_S = 30.0
-
-
-def _fork_server(device_env: dict, cuda: bool) -> "zygote.ForkServer":
-    """This supervisor's fork server for the device kind (started on first use; again if it died)."""
-    key = "cuda" if cuda else "cpu"
-    with _FORK_LOCK:
-        fs = _FORK_SERVERS.get(key)
-        if fs is None or fs.proc.poll() is not None:
-            env = {k: v for k, v in device_env.items() if not k.startswith("KBENV_RUN") and k != "KBENV_TMP_BOUND"}
-            fs = _FORK_SERVERS[key] = zygote.ForkServer(env)
-        return fs
-
-
-def _forked(workdir: Path, cuda: bool, env: dict, fds: list[int], limits: dict) -> subprocess.Popen:
-    """An executor forked by the fork server into a bubblewrap sandbox built for it (:mod:`kbenv.sandbox.zygote`).
-    Returns the sandbox's outer bubblewrap, which lives as long as the executor: what the supervisor tracks, kills
-    and reaps, as for a spawned executor."""
-    live_r, live_w = os.pipe()
-    log_r, log_w = os.pipe()
-    ready_r, ready_w = os.pipe()
-    info_r, info_w = os.pipe()
-    cmd = bwrap_args(workdir, cuda, True) + ["--info-fd", str(info_w), sys.executable, "-I", "-S", "-c",
-                                             _PLACEHOLDER, str(ready_w)]
-    try:
-        proc = subprocess.Popen(cmd, stdin=live_r, stdout=log_w, stderr=subprocess.STDOUT, env=env, cwd=workdir,
-                                pass_fds=[info_w, ready_w], preexec_fn=lambda: child_limits(**limits))
-    finally:
-        for fd in (live_r, info_w, ready_w):
-            os.close(fd)
-    proc.stdout = os.fdopen(log_r, "rb")
-    try:
-        info = _read_all(info_r, b"}", SKELETON_TIMEOUT_S)
-        ns_pid = json.loads(info)["child-pid"]
-        if _read_all(ready_r, b"1", SKELETON_TIMEOUT_S) != b"1":
-            raise SpawnError(f"the sandbox's placeholder did not start; bubblewrap said: {info!r}")
-        _fork_server(env, cuda).fork(ns_pid, fds, log_w, live_w, env, HOME_DIR, limits)
-    except (SpawnError, zygote.ForkServerError, ValueError, KeyError) as e:
-        proc.kill()
-        proc.wait()
-        raise SpawnError(f"could not fork an executor into its sandbox: {e}") from e
-    finally:
-        for fd in (live_w, log_w, ready_r, info_r):
-            os.close(fd)
-    return proc
-
-
-def _read_all(fd: int, until: bytes, timeout_s: float) -> bytes:
-    """What ``fd`` yields until it ends with ``until`` or closes, within ``timeout_s``."""
-    import select
-    out, end = b"", time.monotonic() + timeout_s
-    while not out.rstrip().endswith(until):
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise SpawnError(f"the sandbox did not start within {timeout_s:.0f} s")
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        out += chunk
-    return out
 
 
 def start(p: ExecutorProcess) -> None:

@@ -35,9 +35,13 @@ import os
 import select
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+
+from kbenv.sandbox import process
 
 NAMESPACES = ("cgroup", "ipc", "uts", "net", "pid", "mnt")  # mnt last: after it, /proc is the sandbox's
 _FLAGS = {"cgroup": 0x02000000, "ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "pid": 0x20000000,
@@ -113,7 +117,7 @@ def _place(fds: list[int], err_w: int, log_fd: int, live_fd: int) -> int:
 
 
 def _grandchild(req: dict, fds: list[int], err_w: int) -> None:
-    from kbenv.sandbox import executor, process
+    from kbenv.sandbox import executor
     n = len(req["fds"])
     err_w = _place(fds[:n], err_w, fds[n], fds[n + 1])
     os.environ.clear()
@@ -207,7 +211,7 @@ def main(argv: list[str]) -> int:
     import importlib
     # what every executor imports, once (torch never touches the device here: no CUDA context), and what an
     # executor's set-up and the grandchild's own set-up import
-    for name in ("torch", "kbenv.problems", "kbenv.sandbox.executor", "kbenv.sandbox.process"):
+    for name in ("torch", "kbenv.problems", "kbenv.sandbox.executor"):
         importlib.import_module(name)
     sock.send(json.dumps({"ready": True, "threads": len(os.listdir("/proc/self/task"))}).encode())
     return serve(sock)
@@ -223,7 +227,6 @@ class ForkServer:
     """The supervisor's handle on its fork server for one device kind: started on first use, one request at a time."""
 
     def __init__(self, env: dict):
-        import subprocess
         self._lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, "-m", "kbenv.sandbox.zygote", str(theirs.fileno())],
@@ -260,6 +263,74 @@ class ForkServer:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
+
+
+# -- the sandbox around a forked executor (in the supervisor) ---------------------------------------------------
+
+# the sandbox's placeholder (zygote): it says it runs (every mount in place), then waits until the executor, the one
+# writer of its stdin, is gone; bubblewrap's init, and with it the sandbox, ends with it
+_PLACEHOLDER = "import os, sys; w = int(sys.argv[1]); os.write(w, b'1'); os.close(w); os.read(0, 1)"
+_FORK_SERVERS: dict = {}
+_FORK_LOCK = threading.Lock()
+SKELETON_TIMEOUT_S = 30.0
+
+
+def _fork_server(device_env: dict, cuda: bool) -> ForkServer:
+    """This supervisor's fork server for the device kind (started on first use; again if it died)."""
+    key = "cuda" if cuda else "cpu"
+    with _FORK_LOCK:
+        fs = _FORK_SERVERS.get(key)
+        if fs is None or fs.proc.poll() is not None:
+            env = {k: v for k, v in device_env.items() if not k.startswith("KBENV_RUN") and k != "KBENV_TMP_BOUND"}
+            fs = _FORK_SERVERS[key] = ForkServer(env)
+        return fs
+
+
+def spawn_forked(workdir: Path, cuda: bool, env: dict, fds: list[int], limits: dict) -> subprocess.Popen:
+    """An executor forked by the fork server into a bubblewrap sandbox built for it (``process.spawn``'s way as root).
+    Returns the sandbox's outer bubblewrap, which lives as long as the executor: what the supervisor tracks, kills
+    and reaps, as for a spawned executor."""
+    live_r, live_w = os.pipe()
+    log_r, log_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    info_r, info_w = os.pipe()
+    cmd = process.bwrap_args(workdir, cuda, True) + ["--info-fd", str(info_w), sys.executable, "-I", "-S", "-c",
+                                             _PLACEHOLDER, str(ready_w)]
+    try:
+        proc = subprocess.Popen(cmd, stdin=live_r, stdout=log_w, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+                                pass_fds=[info_w, ready_w], preexec_fn=lambda: process.child_limits(**limits))
+    finally:
+        for fd in (live_r, info_w, ready_w):
+            os.close(fd)
+    proc.stdout = os.fdopen(log_r, "rb")
+    try:
+        info = _read_all(info_r, b"}", SKELETON_TIMEOUT_S)
+        ns_pid = json.loads(info)["child-pid"]
+        if _read_all(ready_r, b"1", SKELETON_TIMEOUT_S) != b"1":
+            raise process.SpawnError(f"the sandbox's placeholder did not start; bubblewrap said: {info!r}")
+        _fork_server(env, cuda).fork(ns_pid, fds, log_w, live_w, env, process.HOME_DIR, limits)
+    except (process.SpawnError, ForkServerError, ValueError, KeyError) as e:
+        proc.kill()
+        proc.wait()
+        raise process.SpawnError(f"could not fork an executor into its sandbox: {e}") from e
+    finally:
+        for fd in (live_w, log_w, ready_r, info_r):
+            os.close(fd)
+    return proc
+
+
+def _read_all(fd: int, until: bytes, timeout_s: float) -> bytes:
+    """What ``fd`` yields until it ends with ``until`` or closes, within ``timeout_s``."""
+    out, end = b"", time.monotonic() + timeout_s
+    while not out.rstrip().endswith(until):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise process.SpawnError(f"the sandbox did not start within {timeout_s:.0f} s")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+    return out
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def sup(cache_dir, monkeypatch):
 
 def test_a_forked_executor_is_alone_in_a_sandbox_of_its_own_with_the_sandboxs_limits(sup):
     a = _facts(sup)
-    server = process._FORK_SERVERS["cpu"]
+    server = zygote._FORK_SERVERS["cpu"]
     b = _facts(sup, server.proc.pid)
     host = {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")}
     for f in (a, b):
@@ -92,7 +92,7 @@ def test_neither_the_fork_server_nor_the_sandboxs_own_processes_can_be_traced_or
     sandbox's /proc and cannot be signalled; and the server shares no writable memory with what it forks and forks
     from a single thread."""
     _facts(sup)  # the server started
-    server = process._FORK_SERVERS["cpu"]
+    server = zygote._FORK_SERVERS["cpu"]
     f = _facts(sup, server.proc.pid)
     assert f["attach"] == {"1": 1, "2": 1}, f["attach"]  # EPERM
     assert f["server_mem"] in ("FileNotFoundError", "PermissionError") and f["server_kill"] in (
@@ -106,13 +106,13 @@ def test_a_fork_server_that_died_is_started_again(sup):
     """Killed (the machine's doing, never a candidate's: it is out of every sandbox's reach), the next spawn starts
     another; executors it had forked live on in their sandboxes."""
     _facts(sup)
-    server = process._FORK_SERVERS["cpu"]
+    server = zygote._FORK_SERVERS["cpu"]
     server.proc.kill()
     server.proc.wait()
     for _ in range(3):  # a spare forked before the kill serves first; the pool's next spawn starts a new server
         f = _facts(sup)
         assert f["procs"] == [1, 2, f["pid"]], f
-    assert process._FORK_SERVERS["cpu"] is not server and process._FORK_SERVERS["cpu"].proc.poll() is None
+    assert zygote._FORK_SERVERS["cpu"] is not server and zygote._FORK_SERVERS["cpu"].proc.poll() is None
 
 
 @pytest.mark.parametrize("flag, device, want", [(None, "cpu", True), (None, "cuda:0", False), ("1", "cuda:0", True),
