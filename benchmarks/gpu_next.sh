@@ -25,7 +25,7 @@
 # 23:inflate_own_intercept and 23:spin_and_shape with their honest twin, then test_gpu.py with the time left. THE FIRST CALL TO MAKE NEXT:
 # `T=580 SET=rule54 bash benchmarks/gpu_next.sh > $OUT/next.log 2>&1; cp -r /tmp/gpuout $OUT/` (ab53 after it).
 # SET=fork54 (stop 54, any card, T=580; the call after rule54): the fork server on cuda (sandbox/zygote.py, the cpu
-# default since stop 54): test_gpu.py with KBENV_FORK_SERVER=1, then the 16-problem rollout at three lanes,
+# default since stop 54): an executor's start spawned and forked (spawn_bench.py), test_gpu.py with KBENV_FORK_SERVER=1, then the 16-problem rollout at three lanes,
 # --timing-budget 1.5, with it and without it, on one host (issue 13: worker_wait, evaluations/min, GPU busy).
 # SET=final: on an H200 issue 11's set, then the lanes cold and warm; elsewhere as SET=lanes.
 # SET=lanes (any card): the 16-problem rollout cold, warm, GRPO-shaped (4 problems x 4), warm again.
@@ -73,6 +73,7 @@ if [[ ${SET:-} == redteam52 ]]; then
   grep -v "^\s*$" /tmp/gpuout/redteam-only.log | tail -n 12
   tar -czf "${OUT:-$PWD/gpu-out}/results.tgz" -C /tmp gpuout
 elif [[ ${SET:-} == fork54 ]]; then  # stop 54 (about 560 s): forked cuda executors, their tests and their pace
+  bash benchmarks/gpu_run.sh spawn; cat /tmp/gpuout/spawn.log  # an executor's start, spawned and forked
   KBENV_FORK_SERVER=1 TESTS_LIMIT=250 bash benchmarks/gpu_run.sh tests
   mv /tmp/gpuout/tests.log /tmp/gpuout/tests-fork.log; tail -n 15 /tmp/gpuout/tests-fork.log
   export KBENV_FORK_SERVER=1; lanes_runs "fork54:1:1"

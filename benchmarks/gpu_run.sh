@@ -67,6 +67,9 @@ for stage in "$@"; do
              --problems "${TRUSTED_PROBLEMS:-kernelbench/level1/23,kernelbench/level1/88,kernelbench/level1/40,dlrm/2}" \
              --out "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.json" ${TRUSTED_ARGS:-} \
              > "$OUT/trusted${TRUSTED_TAG:+-$TRUSTED_TAG}.log" 2>&1 ;;  # TRUSTED_TAG: several runs in one call
+    spawn) # issue 13: an executor's start, spawned against forked (benchmarks/spawn_bench.py, about 60 s)
+           timeout $(lim ${SPAWN_LIMIT:-150}) python3 "$R/benchmarks/spawn_bench.py" --device cuda --n ${SPAWN_N:-6} \
+             --out "$OUT/spawn.json" > "$OUT/spawn.log" 2>&1 ;;
     intercept) # issue 11: where a timed block's fixed cost goes, on the eager process and the honest
                # candidate's (about 60 s): benchmarks/intercept_spike.py
               timeout $(lim ${INTERCEPT_LIMIT:-120}) python3 "$R/benchmarks/intercept_spike.py" \

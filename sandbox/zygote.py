@@ -152,7 +152,6 @@ def _fork(req: dict, fds: list[int]) -> dict:
             os.write(err_w, f"{type(e).__name__}: {e}".encode()[:4000])
             os._exit(1)
     os.close(err_w)
-    _, status = os.waitpid(pid, 0)
     err, end = b"", time.monotonic() + SETUP_TIMEOUT_S
     while True:  # until the grandchild closes its end (its setup done) or exits
         if not select.select([err_r], [], [], max(0.0, end - time.monotonic()))[0]:
@@ -163,13 +162,16 @@ def _fork(req: dict, fds: list[int]) -> dict:
             break
         err += chunk
     os.close(err_r)
-    if status != 0 or err:
-        return {"ok": False, "error": err.decode(errors="replace") or f"the fork server's child exited {status}"}
+    if err:  # (the child and the grandchild write what failed before they exit; SIGCHLD reaps them)
+        return {"ok": False, "error": err.decode(errors="replace")}
     return {"ok": True}
 
 
-def _reap() -> None:
-    """The executors whose intermediate child exited are this server's (it is their subreaper): reap the exited."""
+def _reap(*_) -> None:
+    """Reap every exited child: the intermediate children, and the executors, whose subreaper this server is. At
+    once, on SIGCHLD: a dead executor that is nobody's to reap keeps its sandbox's pid namespace, and with it the
+    sandbox's outer bubblewrap, from ending (polled every second, killing a forked executor took 1.03 s against
+    0.05 s for a spawned one)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -180,8 +182,8 @@ def _reap() -> None:
 
 
 def serve(sock: socket.socket) -> int:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    sock.settimeout(1.0)
+    signal.signal(signal.SIGCHLD, _reap)
+    sock.settimeout(5.0)  # and now and then regardless
     while True:
         _reap()
         try:
