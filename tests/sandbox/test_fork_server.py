@@ -87,6 +87,24 @@ def test_a_forked_executor_is_alone_in_a_sandbox_of_its_own_with_the_sandboxs_li
     assert a["uid"] != b["uid"]
 
 
+def test_a_spawned_executor_has_the_same_sandbox(cache_dir, monkeypatch):
+    """The spawn path (cuda's, and a non-root supervisor's) gives the same facts but the process list: bubblewrap's
+    init and the executor, no placeholder. Both paths share ``process.bwrap_args`` and ``process.child_limits``;
+    this keeps the one CI cannot run forked-only from drifting."""
+    monkeypatch.setenv("KBENV_FORK_SERVER", "0")
+    s = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
+    try:
+        f = _facts(s)
+    finally:
+        s.close()
+    host = {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")}
+    assert f["procs"] == [1, f["pid"]] and f["pid"] == 2, f
+    assert f["uid"] in process.SANDBOX_UIDS and f["cap_eff"] == "0000000000000000" and f["no_new_privs"] == "1"
+    assert f["oom_score_adj"] == "1000" and f["nofile"] == "1024" and f["cwd"] == process.HOME_DIR, f
+    assert f["main"].endswith("executor.py") and all(f["ns"][n] != host[n] for n in host), f
+    assert f["attach"]["1"] == 1, f["attach"]  # its init is root's: refused (EPERM)
+
+
 def test_neither_the_fork_server_nor_the_sandboxs_own_processes_can_be_traced_or_read(sup):
     """ptrace of the sandbox's init and placeholder (root's) is refused; the server's host pid names nothing in the
     sandbox's /proc and cannot be signalled; and the server shares no writable memory with what it forks and forks
