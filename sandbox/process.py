@@ -2,11 +2,13 @@
 
 A process is started per evaluation (or taken from the spares, which are never used twice) and killed with
 every process of its PID namespace afterwards. As root with bubblewrap, a cpu executor is forked by the fork server
-(:mod:`kbenv.sandbox.zygote`) into a sandbox bubblewrap built for it, instead of being a fresh interpreter. Under bubblewrap it sees a read-only root with the host's
-private places (``/root``, ``/home``, ``/tmp``, ``/run``, ``/var/tmp``) replaced by empty directories, only the
-code paths it needs bound back read-only, its own private directory bound read-only too, its home, caches and
-builds on its own /tmp (a tmpfs bounded at :data:`WRITE_QUOTA_BYTES`, the one writable place), a private read-only
-``/dev`` with only the GPU's device nodes (cuda), no network and its own PID/IPC/UTS namespaces.
+(:mod:`kbenv.sandbox.zygote`) into a sandbox bubblewrap built for it, instead of being a fresh interpreter.
+
+Under bubblewrap it sees a read-only root with the host's private places (``/root``, ``/home``, ``/tmp``,
+``/run``, ``/var/tmp``) replaced by empty directories, only the code paths it needs bound back read-only, its own
+private directory bound read-only too, its home, caches and builds on its own /tmp (a tmpfs bounded at
+:data:`WRITE_QUOTA_BYTES`, the one writable place), a private read-only ``/dev`` with only the GPU's device nodes
+(cuda), no network and its own PID/IPC/UTS namespaces.
 
 Its host uid: when the supervisor runs as root, bubblewrap mounts as root without a user namespace and the
 executor becomes an unprivileged host uid of its own (:data:`SANDBOX_UIDS`, with :data:`TASK_LIMIT` tasks) before
