@@ -125,7 +125,8 @@ def _grandchild(req: dict, fds: list[int], err_w: int) -> None:
     os.chdir(req["cwd"])
     process.child_limits(**req["limits"])
     sys.argv = ["kbenv.sandbox.executor", *[str(3 + i) for i in range(n)]]
-    sys.modules["__main__"] = executor  # as under ``python -m kbenv.sandbox.executor``: the process looks the same
+    sys.modules["__main__"] = executor  # as under ``python -m kbenv.sandbox.executor``: the process looks the same,
+    sys.path[0] = req["cwd"]  # its first import path its working directory (the server's was "/")
     executor._drop_privileges()
     executor._limit_tasks()
     os.close(err_w)
@@ -232,7 +233,7 @@ class ForkServer:
         self._lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, "-m", "kbenv.sandbox.zygote", str(theirs.fileno())],
-                                     stdin=subprocess.DEVNULL, env=env, pass_fds=[theirs.fileno()])
+                                     stdin=subprocess.DEVNULL, env=env, cwd="/", pass_fds=[theirs.fileno()])
         theirs.close()
         self.sock = ours
         self.sock.settimeout(120)

@@ -39,7 +39,7 @@ PROBE = textwrap.dedent('''
         "no_new_privs": status["NoNewPrivs"].strip(), "oom_score_adj": open("/proc/self/oom_score_adj").read().strip(),
         "nofile": limits.get("Max open files"), "procs": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
         "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")), "cwd": os.getcwd(),
-        "main": getattr(sys.modules["__main__"], "__file__", ""),
+        "main": getattr(sys.modules["__main__"], "__file__", ""), "path0": sys.path[0],
         "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")},
         "attach": {p: attach(p) for p in (1, 2)}, "server": SERVER, "server_mem": mem(SERVER) if SERVER else None,
         "server_kill": None,
@@ -79,7 +79,7 @@ def test_a_forked_executor_is_alone_in_a_sandbox_of_its_own_with_the_sandboxs_li
         assert f["procs"] == [1, 2, f["pid"]], f  # bubblewrap's init, the placeholder, itself: nothing else
         assert f["uid"] in process.SANDBOX_UIDS and f["cap_eff"] == "0000000000000000" and f["no_new_privs"] == "1"
         assert f["oom_score_adj"] == "1000" and f["nofile"] == "1024", f
-        assert f["cwd"] == process.HOME_DIR and f["main"].endswith("executor.py"), f
+        assert f["cwd"] == f["path0"] == process.HOME_DIR and f["main"].endswith("executor.py"), f
         assert all(f["ns"][n] != host[n] for n in host), (f["ns"], host)
         # its descriptors: stdio, the two pipes and the lent region, the placeholder's pipe, and what it opened
         assert {0, 1, 2, 3, 4, 5, zygote.LIVE_FD} <= set(f["fds"]) and max(f["fds"]) < 16, f["fds"]
@@ -100,7 +100,7 @@ def test_a_spawned_executor_has_the_same_sandbox(cache_dir, monkeypatch):
     host = {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")}
     assert f["procs"] == [1, f["pid"]] and f["pid"] == 2, f
     assert f["uid"] in process.SANDBOX_UIDS and f["cap_eff"] == "0000000000000000" and f["no_new_privs"] == "1"
-    assert f["oom_score_adj"] == "1000" and f["nofile"] == "1024" and f["cwd"] == process.HOME_DIR, f
+    assert f["oom_score_adj"] == "1000" and f["nofile"] == "1024" and f["cwd"] == f["path0"] == process.HOME_DIR, f
     assert f["main"].endswith("executor.py") and all(f["ns"][n] != host[n] for n in host), f
     assert f["attach"]["1"] == 1, f["attach"]  # its init is root's: refused (EPERM)
 
