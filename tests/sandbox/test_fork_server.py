@@ -39,7 +39,7 @@ PROBE = textwrap.dedent('''
         "no_new_privs": status["NoNewPrivs"].strip(), "oom_score_adj": open("/proc/self/oom_score_adj").read().strip(),
         "nofile": limits.get("Max open files"), "procs": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
         "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")), "cwd": os.getcwd(),
-        "main": getattr(sys.modules["__main__"], "__file__", ""), "path0": sys.path[0],
+        "main": getattr(sys.modules["__main__"], "__file__", ""), "path0": sys.path[0], "env": sorted(os.environ),
         "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")},
         "attach": {p: attach(p) for p in (1, 2)}, "server": SERVER, "server_mem": mem(SERVER) if SERVER else None,
         "server_kill": None,
@@ -87,16 +87,19 @@ def test_a_forked_executor_is_alone_in_a_sandbox_of_its_own_with_the_sandboxs_li
     assert a["uid"] != b["uid"]
 
 
-def test_a_spawned_executor_has_the_same_sandbox(cache_dir, monkeypatch):
+def test_a_spawned_executor_has_the_same_sandbox(cache_dir, monkeypatch, sup):
     """The spawn path (cuda's, and a non-root supervisor's) gives the same facts but the process list: bubblewrap's
     init and the executor, no placeholder. Both paths share ``process.bwrap_args`` and ``process.child_limits``;
     this keeps the one CI cannot run forked-only from drifting."""
+    forked = _facts(sup)
     monkeypatch.setenv("KBENV_FORK_SERVER", "0")
     s = Supervisor(device="cpu", cache_dir=cache_dir, limits={"spawn_s": 30})
     try:
         f = _facts(s)
     finally:
         s.close()
+    assert f["env"] == forked["env"], (f["env"], forked["env"])  # the same variables
+    assert len(forked["fds"]) == len(f["fds"]) + 1, (f["fds"], forked["fds"])  # and the placeholder's pipe
     host = {n: os.readlink(f"/proc/self/ns/{n}") for n in ("pid", "mnt", "net", "ipc", "uts")}
     assert f["procs"] == [1, f["pid"]] and f["pid"] == 2, f
     assert f["uid"] in process.SANDBOX_UIDS and f["cap_eff"] == "0000000000000000" and f["no_new_privs"] == "1"
