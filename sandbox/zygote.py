@@ -120,8 +120,12 @@ def _grandchild(req: dict, fds: list[int], err_w: int) -> None:
     from kbenv.sandbox import executor
     n = len(req["fds"])
     err_w = _place(fds[:n], err_w, fds[n], fds[n + 1])
+    coerced = os.environ.get("LC_CTYPE")  # the interpreter's locale coercion at its start (PEP 538), as a spawned one's
     os.environ.clear()
     os.environ.update(req["env"])
+    os.environ["PWD"] = req["cwd"]  # as bubblewrap's --chdir sets it
+    if coerced and not any(k in req["env"] for k in ("LC_ALL", "LC_CTYPE", "LANG")):
+        os.environ["LC_CTYPE"] = coerced
     os.chdir(req["cwd"])
     process.child_limits(**req["limits"])
     sys.argv = ["kbenv.sandbox.executor", *[str(3 + i) for i in range(n)]]
