@@ -118,7 +118,7 @@ def _place(fds: list[int], err_w: int, log_fd: int, live_fd: int) -> int:
 
 def _grandchild(req: dict, fds: list[int], err_w: int) -> None:
     from kbenv.sandbox import executor
-    n = len(req["fds"])
+    n = int(req["n_fds"])
     err_w = _place(fds[:n], err_w, fds[n], fds[n + 1])
     coerced = os.environ.get("LC_CTYPE")  # the interpreter's locale coercion at its start (PEP 538), as a spawned one's
     os.environ.clear()
@@ -144,8 +144,7 @@ def _fork(req: dict, fds: list[int]) -> dict:
         try:
             os.close(err_r)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if req.get("ns_pid"):
-                _enter(int(req["ns_pid"]))
+            _enter(int(req["ns_pid"]))  # never anywhere but into a sandbox: a request without one is refused
             if os.fork() == 0:
                 try:
                     _grandchild(req, fds, err_w)
@@ -246,10 +245,10 @@ class ForkServer:
             raise ForkServerError("the fork server did not start")
         self.threads = hello.get("threads")
 
-    def fork(self, ns_pid: int | None, fds: list[int], log_fd: int, live_fd: int, env: dict, cwd: str,
+    def fork(self, ns_pid: int, fds: list[int], log_fd: int, live_fd: int, env: dict, cwd: str,
              limits: dict) -> None:
         """An executor in the sandbox whose init is ``ns_pid``, its descriptors ``fds`` at 3, 4, ..."""
-        req = json.dumps({"ns_pid": ns_pid, "fds": list(range(len(fds))), "env": env, "cwd": cwd,
+        req = json.dumps({"ns_pid": ns_pid, "n_fds": len(fds), "env": env, "cwd": cwd,
                           "limits": limits}).encode()
         with self._lock:
             if self.proc.poll() is not None:

@@ -147,15 +147,17 @@ def test_the_fork_server_serves_the_cpu_by_default_and_cuda_when_asked(monkeypat
 
 
 def test_a_request_the_server_cannot_serve_is_a_loud_error_and_the_server_serves_on(sup):
-    """A fork into a process that is not a sandbox of its own (here this test's own process) is refused by the server
-    and raised to the supervisor (``process.spawn`` turns it into a SpawnError: the harness's fault, never a
-    candidate's); the server answers the next request as before."""
+    """A fork into a process that is not a sandbox of its own (here this test's own process), or into none, is refused
+    by the server and raised to the supervisor (``process.spawn`` turns it into a SpawnError: the harness's fault,
+    never a candidate's); the server answers the next request as before."""
     _facts(sup)
     server = zygote._FORK_SERVERS["cpu"]
     r, w = os.pipe()
     try:
         with pytest.raises(zygote.ForkServerError, match="not in a sandbox of its own"):
             server.fork(os.getpid(), [r], w, w, {}, "/", {})
+        with pytest.raises(zygote.ForkServerError):  # nor anywhere without a sandbox named: it forks into one only
+            server.fork(None, [r], w, w, {}, "/", {})
     finally:
         os.close(r)
         os.close(w)
