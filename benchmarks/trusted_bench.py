@@ -112,7 +112,8 @@ def main() -> None:
                "rounds": r.timings.get("rounds"), "stopped_by": r.timings.get("stopped_by"),
                "slots": r.facts.get("slots"), "baseline": r.baseline,
                "fence_overhead_ms": r.timings.get("fence_overhead_ms"),
-               "block_overhead_ms": r.timings.get("block_overhead_ms"),  # the candidate's (BlockCalibration.candidate_s)
+               # the candidate's (BlockCalibration.candidate_s)
+               "block_overhead_ms": r.timings.get("block_overhead_ms"),
                "block_overhead_rule": r.timings.get("block_overhead_rule"),
                "block_overhead_by_side_ms": r.timings.get("block_overhead_by_side_ms"),
                "block_overhead_estimates_ms": r.timings.get("block_overhead_estimates_ms"),

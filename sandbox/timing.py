@@ -46,10 +46,10 @@ class TimingPlan:
     trusted side (its long block is the round's own), and every ``cycled_calibrate_every`` rounds where it also
     times a cycled long block (few slots: :func:`calibration_calls`), which costs up to six calls a side. The
     candidate's own estimate (a cap on what its blocks lose) is taken in the same rounds. Why every round where it
-    is cheap (stop 53): on an H100, problem 88 at full size (16 slots), one estimate spread 0.72-1.13 ms (p10-p90 of 60, eager's
-    process, ``benchmarks/intercept_spike.py``), and the figure removed is the median of the later half of a phase's
-    estimates: with one every four rounds that was four or five estimates, a noise of about 0.1 ms on a 2.7 ms
-    torch.compile block (4%, the CV 88 showed: 3.8% on the H200, stop 51). The cost is a one-call block per side
+    is cheap (stop 53): on an H100, problem 88 at full size (16 slots), one estimate spread 0.72-1.13 ms (p10-p90
+    of 60, eager's process, ``benchmarks/intercept_spike.py``), and the figure removed is the median of the later
+    half of a phase's estimates: with one every four rounds that was four or five estimates, a noise of about 0.1 ms
+    on a 2.7 ms torch.compile block (4%, the CV 88 showed: 3.8% on the H200, stop 51). The cost is a one-call block per side
     a round (88: about 3 ms of a 40 ms round). Before stop 53 every calibration was on the every-fourth schedule:
     the fence's cost once took 2.1 s of the 37.1 s of timing of 16 back-to-back evaluations (H100, stop 36), when a
     calibration timed the fence seven times.

@@ -9,7 +9,8 @@ server's kind (a Unix SEQPACKET socket) is sent a request for an executor outsid
 4096 is probed for a process other than its sandbox's own (bubblewrap's init, the placeholder, itself and its
 threads). If nothing answers, as kbenv's sandbox must ensure (the server's descriptors are closed before the
 executor runs, and it is in no sandbox's pid namespace), it is a correct Triton ReLU and passes; if anything
-answers it returns zeros and fails: inaccurate here means a hole. A spawned executor (cuda, or no fork server) has no such socket and passes too.
+answers it returns zeros and fails: inaccurate here means a hole. A spawned executor (cuda, or no fork server)
+has no such socket and passes too.
 """
 import gc
 import os
